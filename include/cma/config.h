@@ -1,0 +1,99 @@
+/* config.h: prometheus-adapter's metrics discovery config (rules, externalRules, resourceRules)
+ * as plain data with the source position of every value. Loading is strict like yaml.v2
+ * UnmarshalStrict: unknown keys, duplicate keys and wrong shapes stop the load with
+ * "file:line:column: message". Semantic checks that need compiling (regexes, templates,
+ * name.as) happen in rules/rule.c, which reports through the positions kept here.
+ * A loaded config is immutable; main owns it; thread-safe reads. */
+#ifndef CMA_CONFIG_H
+#define CMA_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cma/err.h"
+
+struct cma_pos {
+    const char *file; /* borrowed from struct cma_config.file */
+    unsigned line, column;
+};
+
+/* A string value; `set` is false when the key is absent or null. pos is the value's position
+ * (the key's position when absent). `plain` is true for a plain (unquoted, one-line) scalar,
+ * where a byte offset inside the string maps to column pos.column + offset. */
+struct cma_config_str {
+    char *s; /* NULL when not set */
+    bool set;
+    bool plain;
+    struct cma_pos pos;
+};
+
+struct cma_config_filter {
+    struct cma_config_str is;
+    struct cma_config_str is_not;
+    struct cma_pos pos;
+};
+
+struct cma_config_override {
+    char *label; /* the Prometheus label (mapping key) */
+    struct cma_pos pos;
+    struct cma_config_str group;
+    struct cma_config_str resource;
+};
+
+struct cma_config_resources {
+    struct cma_config_override *overrides;
+    size_t n_overrides;
+    struct cma_config_str template_; /* resources.template */
+    bool namespaced;                 /* default true */
+    bool namespaced_set;
+    struct cma_pos pos;
+};
+
+struct cma_config_rule {
+    struct cma_pos pos; /* the list item */
+    struct cma_config_str series_query;
+    struct cma_config_filter *series_filters;
+    size_t n_series_filters;
+    struct cma_config_resources resources;
+    struct cma_config_str name_matches; /* name.matches */
+    struct cma_config_str name_as;      /* name.as */
+    struct cma_config_str metrics_query;
+};
+
+struct cma_config_resource_rule {
+    struct cma_pos pos;
+    struct cma_config_str container_query;
+    struct cma_config_str node_query;
+    struct cma_config_resources resources;
+    struct cma_config_str container_label;
+};
+
+struct cma_config_resource_rules {
+    struct cma_pos pos;
+    struct cma_config_resource_rule cpu;
+    struct cma_config_resource_rule memory;
+    struct cma_config_str window; /* Prometheus duration text as written */
+    long long window_ms;          /* parsed; 0 when absent */
+};
+
+struct cma_config {
+    char *file; /* path as given */
+    struct cma_config_rule *rules;
+    size_t n_rules;
+    struct cma_config_rule *external_rules;
+    size_t n_external_rules;
+    struct cma_config_resource_rules *resource_rules; /* NULL when the key is absent */
+};
+
+/* Loads and validates the shape of a config file. On failure *ret is untouched and reterr holds
+ * the first problem with its position. Checks here: YAML syntax, unknown/duplicate keys, types
+ * (scalar/list/mapping), seriesFilters items having exactly one of is/isNot, overrides entries
+ * being mappings with only group/resource, namespaced being a bool, window matching
+ * Prometheus's duration syntax. Caller owns the result: cma_config_free(). */
+enum cma_errc cma_config_load_file(const char *path, struct cma_config **ret,
+                                   struct cma_err *reterr);
+enum cma_errc cma_config_load_string(const char *name, const char *text, size_t len,
+                                     struct cma_config **ret, struct cma_err *reterr);
+void cma_config_free(struct cma_config *cfg);
+
+#endif

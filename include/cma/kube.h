@@ -1,0 +1,59 @@
+/* kube.h: a small kube-apiserver client over libcurl: API discovery (for the RESTMapper) and
+ * LIST of object names by label selector. Configured in-cluster (service-account token re-read
+ * on each request, CA at /var/run/secrets/kubernetes.io/serviceaccount/ca.crt, host from
+ * KUBERNETES_SERVICE_HOST/PORT) or from a kubeconfig (current-context; cluster server,
+ * certificate-authority[-data], insecure-skip-tls-verify; user client-certificate[-data] +
+ * client-key[-data], token, tokenFile, username/password). Thread-safe (handle pool as in prom.c).
+ * Errors: unreachable → CMA_ERR_KUBE_UNAVAILABLE; timeouts → CMA_ERR_KUBE_UNAVAILABLE;
+ * non-2xx → CMA_ERR_KUBE_ERROR with the Status message (404 → CMA_ERR_NOT_FOUND). */
+#ifndef CMA_KUBE_H
+#define CMA_KUBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cma/err.h"
+
+struct cma_kube;
+
+/* kubeconfig_path NULL → in-cluster. timeout_ms 0 → 10 s. Caller owns: cma_kube_free(). */
+enum cma_errc cma_kube_new(const char *kubeconfig_path, int64_t timeout_ms, struct cma_kube **ret,
+                           struct cma_err *reterr);
+void cma_kube_free(struct cma_kube *k);
+const char *cma_kube_server(const struct cma_kube *k);
+
+struct cma_api_resource {
+    char *group;    /* "" for core */
+    char *version;  /* preferred version of the group */
+    char *resource; /* plural, lower case: "pods", "deployments" */
+    char *singular; /* "pod" (derived from kind in lower case when the server sends "") */
+    char *kind;     /* "Pod" */
+    bool namespaced;
+    char **short_names;
+    size_t n_short_names;
+};
+
+struct cma_api_resources {
+    struct cma_api_resource *items;
+    size_t n;
+};
+
+/* GET /api, /api/<v1>, /apis, then /apis/<group>/<preferredVersion> for each group.
+ * Subresources (names with '/') are skipped. Groups that fail (e.g. an aggregated API that is
+ * down, answering 503) are skipped, not fatal; /api and /apis failing is fatal.
+ * Caller owns: cma_api_resources_free(). */
+enum cma_errc cma_kube_discover(struct cma_kube *k, struct cma_api_resources **ret,
+                                struct cma_err *reterr);
+void cma_api_resources_free(struct cma_api_resources *r);
+
+/* Names of the objects of group/version/resource in `namespace` (NULL/"" = all namespaces) that
+ * match `label_selector` (may be NULL/""), in the order the server lists them. Follows
+ * `metadata.continue` pages (limit 500). Caller owns the array and strings: free each, then the
+ * array. */
+enum cma_errc cma_kube_list_names(struct cma_kube *k, const char *group, const char *version,
+                                  const char *resource, const char *namespace_,
+                                  const char *label_selector, char ***ret_names, size_t *ret_n,
+                                  struct cma_err *reterr);
+
+#endif

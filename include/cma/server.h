@@ -1,0 +1,67 @@
+/* server.h: the HTTPS server on libmicrohttpd (GnuTLS). The only user of <microhttpd.h>.
+ *
+ * Threading: one thread per connection (MHD_USE_THREAD_PER_CONNECTION), so a request blocked on
+ * a slow backend never delays probes, discovery or other requests; connections are capped by
+ * max_connections. The handler is called once per complete request on that connection's
+ * thread, with the request fully read (GET bodies are ignored; bodies over 1 MiB → 413).
+ * The TLS handshake requests, but does not require, a client certificate.
+ * The server adds Content-Type (default application/json), Content-Length,
+ * Cache-Control: no-cache, private, X-Content-Type-Options: nosniff, and echoes Audit-Id. */
+#ifndef CMA_SERVER_H
+#define CMA_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cma/buf.h"
+#include "cma/err.h"
+
+struct cma_kv {
+    char *key;
+    char *value;
+};
+
+struct cma_request {
+    const char *method;   /* "GET" */
+    const char *path;     /* raw, still percent-encoded, without the query string */
+    struct cma_kv *query; /* decoded ('+' → space, %XX), in arrival order */
+    size_t n_query;
+    int64_t start_mono_ms;
+    void *conn;           /* private: the MHD connection */
+};
+
+/* First value of a query parameter, NULL when absent. */
+const char *cma_request_query(const struct cma_request *req, const char *key);
+/* A request header (case-insensitive), NULL when absent. */
+const char *cma_request_header(const struct cma_request *req, const char *name);
+
+struct cma_response {
+    int status;               /* default 200 */
+    const char *content_type; /* default "application/json"; must be a string literal */
+    struct cma_buf body;      /* initialised by the server; the handler appends */
+};
+
+typedef void (*cma_handler_fn)(void *app, const struct cma_request *req, struct cma_response *resp);
+
+struct cma_server_config {
+    const char *bind_address;  /* "0.0.0.0", "127.0.0.1", "::" */
+    int port;                  /* 0 → the OS picks; cma_server_port() tells */
+    const char *cert_file;     /* PEM serving certificate (chain) */
+    const char *key_file;      /* PEM private key */
+    const char *client_ca_file; /* CAs announced in CertificateRequest; NULL → request anyway */
+    const char *tls_min_version; /* "VersionTLS12" (default) or "VersionTLS13" */
+    const char *tls_cipher_suites; /* Go names, comma list; NULL = GnuTLS secure defaults */
+    unsigned max_connections;  /* 0 → 1000 */
+    unsigned connection_timeout_s; /* idle keep-alive timeout; 0 → 120 */
+};
+
+struct cma_server;
+
+/* Starts listening and serving. Caller owns: cma_server_stop() (waits for connection threads). */
+enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_fn handler,
+                               void *app, struct cma_server **ret, struct cma_err *reterr);
+int cma_server_port(const struct cma_server *s);
+void cma_server_stop(struct cma_server *s);
+
+#endif

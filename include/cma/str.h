@@ -1,0 +1,31 @@
+/* str.h: small string helpers shared by every stage: checked duplication, comparisons,
+ * Go duration parsing/printing and percent-decoding. Pure functions; thread-safe. */
+#ifndef CMA_STR_H
+#define CMA_STR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cma/err.h"
+
+/* strdup/strndup that return NULL only when out of memory (s may be NULL → NULL). */
+char *cma_strdup(const char *s);
+char *cma_strndup(const char *s, size_t len);
+
+bool cma_str_eq(const char *a, const char *b);          /* NULL-safe */
+bool cma_str_case_eq(const char *a, const char *b);     /* ASCII case-insensitive, NULL-safe */
+bool cma_str_has_prefix(const char *s, const char *prefix);
+
+/* Parses a Go time.ParseDuration string ("10m", "1m30s", "500ms", "1h", "0") into ms.
+ * Fractions are allowed as in Go ("1.5s"); the result is truncated to whole milliseconds. */
+enum cma_errc cma_duration_parse(const char *s, int64_t *ret_ms, struct cma_err *reterr);
+/* Formats ms as Go's Duration.String(): "5m0s", "1h0m0s", "1.5s", "500ms", "0s". out >= 32. */
+char *cma_duration_format(int64_t ms, char *out, size_t out_len);
+
+/* Percent-decodes src[0..len) into a new string; if plus_is_space, '+' becomes ' ' (query
+ * strings). Malformed escapes give CMA_ERR_BAD_REQUEST; a decoded NUL byte is rejected. */
+enum cma_errc cma_percent_decode(const char *src, size_t len, bool plus_is_space, char **ret,
+                                 struct cma_err *reterr);
+
+#endif

@@ -1,0 +1,61 @@
+/* yamldoc.h: libyaml events → a read-only node tree where every node keeps its file, line and
+ * column. The only libyaml user in the project. Single document; anchors/aliases are resolved by
+ * reference (an alias node points to the anchored node); merge keys are not supported. Duplicate
+ * mapping keys are reported by yamldoc itself. Trees are immutable after load: thread-safe reads. */
+#ifndef CMA_YAMLDOC_H
+#define CMA_YAMLDOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cma/err.h"
+
+enum cma_ynode_kind { CMA_YNODE_SCALAR, CMA_YNODE_MAPPING, CMA_YNODE_SEQUENCE };
+
+enum cma_yscalar_style { CMA_YSTYLE_PLAIN, CMA_YSTYLE_SINGLE, CMA_YSTYLE_DOUBLE, CMA_YSTYLE_BLOCK };
+
+struct cma_ynode;
+
+struct cma_ypair {
+    struct cma_ynode *key; /* always a scalar */
+    struct cma_ynode *value;
+};
+
+struct cma_ynode {
+    enum cma_ynode_kind kind;
+    const char *file;      /* borrowed from the document */
+    unsigned line, column; /* 1-based start of the node */
+    /* scalar */
+    char *scalar; /* NUL-terminated, decoded value */
+    size_t scalar_len;
+    enum cma_yscalar_style style;
+    bool is_null; /* plain "", "~", "null", "Null", "NULL" */
+    /* mapping */
+    struct cma_ypair *pairs;
+    size_t n_pairs;
+    /* sequence */
+    struct cma_ynode **items;
+    size_t n_items;
+};
+
+struct cma_ydoc;
+
+/* Parses a YAML (or JSON) text. `file` names it in positions. An empty document gives a NULL
+ * root. Syntax errors: CMA_ERR_CONFIG_SYNTAX at libyaml's position; duplicate keys in one
+ * mapping: CMA_ERR_CONFIG_KEY "duplicate key \"x\"" at the second key. Caller owns the result. */
+enum cma_errc cma_ydoc_parse(const char *file, const char *text, size_t len, struct cma_ydoc **ret,
+                             struct cma_err *reterr);
+/* Reads and parses a file (CMA_ERR_CONFIG_IO if it cannot be read). */
+enum cma_errc cma_ydoc_load_file(const char *path, struct cma_ydoc **ret, struct cma_err *reterr);
+void cma_ydoc_free(struct cma_ydoc *doc);
+
+const struct cma_ynode *cma_ydoc_root(const struct cma_ydoc *doc); /* NULL for an empty doc */
+const char *cma_ydoc_file(const struct cma_ydoc *doc);
+
+/* Mapping lookup by key; NULL if absent or node is not a mapping. */
+const struct cma_ynode *cma_ynode_get(const struct cma_ynode *map, const char *key);
+
+/* Parses a YAML 1.1 bool as yaml.v2 does (true/false/yes/no/on/off/y/n in their case forms). */
+bool cma_ynode_as_bool(const struct cma_ynode *scalar, bool *ret);
+
+#endif

@@ -1,0 +1,2 @@
+/* api_custom.c: not written yet (placeholder so the stage library links). */
+typedef int cma_placeholder_api_custom;

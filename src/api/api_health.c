@@ -1,0 +1,2 @@
+/* api_health.c: not written yet (placeholder so the stage library links). */
+typedef int cma_placeholder_api_health;

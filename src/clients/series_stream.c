@@ -1,0 +1,2 @@
+/* series_stream.c: not written yet (placeholder so the stage library links). */
+typedef int cma_placeholder_series_stream;

@@ -1,0 +1,5 @@
+/* main.c: placeholder until the composition root lands. */
+int main(void)
+{
+    return 0;
+}

@@ -1,0 +1,2 @@
+/* template.c: not written yet (placeholder so the stage library links). */
+typedef int cma_placeholder_template;
