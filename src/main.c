@@ -1,5 +1,265 @@
-/* main.c: placeholder until the composition root lands. */
-int main(void)
+/* main.c: the composition root: flags → config → rules → clients → catalog store + discovery
+ * thread → HTTPS server; then waits for SIGTERM/SIGINT and tears everything down in reverse.
+ * No logic of its own beyond wiring and start-up diagnostics. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cma/app.h"
+#include "cma/catalog.h"
+#include "cma/config.h"
+#include "cma/discovery.h"
+#include "cma/kube.h"
+#include "cma/log.h"
+#include "cma/options.h"
+#include "cma/prom.h"
+#include "cma/rule.h"
+#include "cma/server.h"
+#include "cma/str.h"
+#include "cma/tls.h"
+
+#ifndef CMA_VERSION
+#define CMA_VERSION "0.0.0"
+#endif
+
+static void log_err(const char *what, const struct cma_err *err)
 {
+    char line[1024];
+    cma_err_format_pos(err, line, sizeof(line));
+    if (what)
+        cma_log_error("%s: %s", what, line);
+    else
+        cma_log_error("%s", line);
+}
+
+/* Reads a small secret file (password), trimmed; NULL on error. */
+static char *read_secret(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    return strdup(buf);
+}
+
+struct runtime {
+    struct cma_options *opts;
+    struct cma_config *cfg;
+    struct cma_ruleset *rules;
+    struct cma_prom *prom;
+    struct cma_kube *kube;
+    struct cma_catalog_store *store;
+    struct cma_discovery *discovery;
+    struct cma_server *server;
+    char *basic_password;
+};
+
+static void runtime_done(struct runtime *rt)
+{
+    cma_server_stop(rt->server);
+    cma_discovery_stop(rt->discovery);
+    cma_catalog_store_free(rt->store);
+    cma_kube_free(rt->kube);
+    cma_prom_free(rt->prom);
+    cma_ruleset_free(rt->rules);
+    cma_config_free(rt->cfg);
+    cma_options_free(rt->opts);
+    free(rt->basic_password);
+}
+
+static int load_rules(struct runtime *rt)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    if (!rt->opts->config) {
+        cma_log_error("no metrics discovery configuration file specified (make sure to use "
+                      "--config)");
+        return 1;
+    }
+    if (cma_config_load_file(rt->opts->config, &rt->cfg, &err) != CMA_OK ||
+        cma_ruleset_compile(rt->cfg, &rt->rules, &err) != CMA_OK) {
+        log_err(NULL, &err);
+        return 1;
+    }
+    for (size_t i = 0; i < rt->rules->n_warnings; i++)
+        cma_log_warn("%s", rt->rules->warnings[i]);
+    if (cma_options_validate(rt->opts, rt->rules->n_rules > 0, &err) != CMA_OK) {
+        log_err(NULL, &err);
+        return 1;
+    }
     return 0;
+}
+
+static int start_clients(struct runtime *rt)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    const struct cma_options *o = rt->opts;
+    if (o->prometheus_basic_auth_password_file &&
+        !(rt->basic_password = read_secret(o->prometheus_basic_auth_password_file))) {
+        cma_log_error("cannot read --prometheus-basic-auth-password-file %s: %s",
+                      o->prometheus_basic_auth_password_file, strerror(errno));
+        return 1;
+    }
+    struct cma_prom_config pc = {
+        .url = o->prometheus_url,
+        .use_post = strcmp(o->prometheus_verb, "POST") == 0,
+        .headers = (const char *const *)o->prometheus_headers,
+        .n_headers = o->n_prometheus_headers,
+        .token_file = o->prometheus_token_file,
+        .basic_username = o->prometheus_basic_auth_username,
+        .basic_password = rt->basic_password,
+        .ca_file = o->prometheus_ca_file,
+        .client_cert_file = o->prometheus_client_tls_cert_file,
+        .client_key_file = o->prometheus_client_tls_key_file,
+        .insecure_skip_verify = o->prometheus_insecure_skip_tls_verify,
+        .timeout_ms = o->prometheus_timeout_ms,
+        .connect_timeout_ms = o->prometheus_connect_timeout_ms,
+        .max_response_bytes = (size_t)o->prometheus_max_response_bytes,
+    };
+    if (cma_prom_new(&pc, &rt->prom, &err) != CMA_OK) {
+        log_err("prometheus client", &err);
+        return 1;
+    }
+    if (cma_kube_new(o->lister_kubeconfig, o->prometheus_timeout_ms, &rt->kube, &err) != CMA_OK) {
+        log_err("kubernetes client", &err);
+        return 1;
+    }
+    cma_log_info("backend %s, kube-apiserver %s", cma_prom_url(rt->prom),
+                 cma_kube_server(rt->kube));
+    return 0;
+}
+
+static int start_serving(struct runtime *rt, struct cma_app *app)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    const struct cma_options *o = rt->opts;
+    if (cma_catalog_store_new(&rt->store) != CMA_OK)
+        return 1;
+    struct cma_discovery_config dc = {
+        .prom = rt->prom,
+        .kube = rt->kube,
+        .rules = rt->rules,
+        .store = rt->store,
+        .relist_interval_ms = o->metrics_relist_interval_ms,
+        .max_age_ms = o->metrics_max_age_ms,
+        .discovery_interval_ms = o->discovery_interval_ms,
+    };
+    if (cma_discovery_start(&dc, &rt->discovery, &err) != CMA_OK) {
+        log_err(NULL, &err);
+        return 1;
+    }
+    char cert[1024], key[1024];
+    const char *cert_file = o->tls_cert_file, *key_file = o->tls_private_key_file;
+    if (cert_file && key_file) {
+        if (cma_tls_check_pair(cert_file, key_file, &err) != CMA_OK) {
+            log_err("serving certificate", &err);
+            return 1;
+        }
+    } else if (cert_file || key_file) {
+        cma_log_error("--tls-cert-file and --tls-private-key-file must be given together");
+        return 1;
+    } else {
+        if (cma_tls_ensure_self_signed(o->cert_dir, NULL, 0, cert, sizeof(cert), key, sizeof(key),
+                                       &err) != CMA_OK) {
+            log_err("self-signed certificate", &err);
+            return 1;
+        }
+        cert_file = cert;
+        key_file = key;
+        cma_log_info("serving with the self-signed certificate %s", cert);
+    }
+    *app = (struct cma_app){
+        .opts = o,
+        .rules = rt->rules,
+        .prom = rt->prom,
+        .kube = rt->kube,
+        .store = rt->store,
+        .discovery = rt->discovery,
+        .serve_custom = rt->rules->n_rules > 0,
+        .serve_external = false,
+        .serve_resource = false,
+    };
+    struct cma_server_config sc = {
+        .bind_address = o->bind_address,
+        .port = o->secure_port,
+        .cert_file = cert_file,
+        .key_file = key_file,
+        .tls_min_version = o->tls_min_version,
+        .tls_cipher_suites = o->tls_cipher_suites,
+        .max_connections = (unsigned)o->max_connections,
+    };
+    if (cma_server_start(&sc, cma_app_handle, app, &rt->server, &err) != CMA_OK) {
+        log_err("server", &err);
+        return 1;
+    }
+    cma_log_info("serving securely on %s:%d", o->bind_address, cma_server_port(rt->server));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct runtime rt = {0};
+    struct cma_err err;
+    cma_err_clear(&err);
+    if (cma_options_parse(argc, argv, &rt.opts, stderr, &err) != CMA_OK) {
+        fprintf(stderr, "Error: %s\nRun '%s --help' for usage.\n", err.msg, argv[0]);
+        return 2;
+    }
+    if (rt.opts->help) {
+        cma_options_print_help(stdout, argv[0]);
+        cma_options_free(rt.opts);
+        return 0;
+    }
+    if (rt.opts->version) {
+        printf("custom-metrics-adapter v%s\n", CMA_VERSION);
+        cma_options_free(rt.opts);
+        return 0;
+    }
+    if (rt.opts->print_flags_markdown) {
+        cma_options_print_markdown(stdout);
+        cma_options_free(rt.opts);
+        return 0;
+    }
+    cma_log_set_verbosity(rt.opts->v);
+    if (load_rules(&rt) != 0) {
+        runtime_done(&rt);
+        return 1;
+    }
+    if (rt.opts->check_config) {
+        printf("%s: OK: %zu rules, %zu externalRules, resourceRules %s\n", rt.opts->config,
+               rt.rules->n_rules, rt.rules->n_external_rules,
+               rt.rules->has_resource_rules ? "present" : "absent");
+        runtime_done(&rt);
+        return 0;
+    }
+    /* Block the signals before any thread starts so only sigwait() below sees them. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    cma_log_info("custom-metrics-adapter v%s starting: %zu rules, %zu externalRules", CMA_VERSION,
+                 rt.rules->n_rules, rt.rules->n_external_rules);
+    struct cma_app app;
+    int rc = start_clients(&rt);
+    if (rc == 0)
+        rc = start_serving(&rt, &app);
+    if (rc == 0) {
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        cma_log_info("received signal %d, shutting down", sig);
+    }
+    runtime_done(&rt);
+    return rc;
 }

@@ -3,7 +3,7 @@
  * per request into a cma_buf. A compiled template is immutable and may be rendered from many
  * threads at once.
  *
- * Supported: text, actions `<< pipeline >>` with `<<-`/`->>` trimming, comments `<</* */>>`,
+ * Supported: text, actions `<< pipeline >>` with `<<-`/`->>` trimming, comments (slash-star inside the delimiters),
  * fields `.A.B`, `$` and `$x` variables (`<< $x := ... >>`, `range $i, $v := ...`), `if/else if/
  * else/end`, `range/else/end`, `with/else/end`, pipelines `a | f b`, parenthesised
  * sub-expressions, string ("..", `..`), int, bool and nil literals, and the Go builtins

@@ -1,2 +1,229 @@
-/* api_custom.c: not written yet (placeholder so the stage library links). */
-typedef int cma_placeholder_api_custom;
+/* api_custom.c: custom.metrics.k8s.io v1beta1/v1beta2: one object by name, objects by label
+ * selector (`*`), root-scoped objects, and namespace metrics. A short recipe: resolve the
+ * resource (RESTMapper) → look the metric up (catalog) → object names (path or kube LIST) →
+ * PromQL (query.c) → Prometheus (prom.c) → samples keyed by the resource label → encode.
+ * Values are the backend's: NaN/±Inf samples are left out and logged, never encoded; the
+ * timestamp is the sample's. Errors are Status JSON with the code of the cause. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+#include "cma/catalog.h"
+#include "cma/clock.h"
+#include "cma/encode.h"
+#include "cma/kube.h"
+#include "cma/log.h"
+#include "cma/prom.h"
+#include "cma/quantity.h"
+#include "cma/query.h"
+#include "cma/restmapper.h"
+#include "cma/router.h"
+#include "cma/rule.h"
+#include "cma/selector.h"
+#include "cma/server.h"
+
+struct custom_request {
+    const struct cma_api_resource *resource;
+    const char *namespace_; /* NULL for root-scoped */
+    const char *name;       /* object name or "*" */
+    const char *metric;
+    char gr[300];           /* "pods", "deployments.apps" for messages */
+    struct cma_selector *label_selector;  /* objects (only with "*") */
+    struct cma_selector *metric_selector; /* series */
+    char **names;
+    size_t n_names;
+};
+
+static void custom_request_done(struct custom_request *cr)
+{
+    cma_selector_free(cr->label_selector);
+    cma_selector_free(cr->metric_selector);
+    for (size_t i = 0; i < cr->n_names; i++)
+        free(cr->names[i]);
+    free(cr->names);
+}
+
+static enum cma_errc parse_selector(const struct cma_request *req, const char *param,
+                                    struct cma_selector **ret, struct cma_err *err)
+{
+    const char *text = cma_request_query(req, param);
+    if (!text)
+        text = "";
+    if (cma_selector_parse(text, strlen(text), ret, err) != CMA_OK) {
+        cma_err_prefix(err, "invalid %s \"%s\": ", param, text);
+        return err->code;
+    }
+    return CMA_OK;
+}
+
+/* Fills cr->names: the one named object, or the objects matching labelSelector. */
+static enum cma_errc resolve_names(struct cma_app *app, struct custom_request *cr,
+                                   struct cma_err *err)
+{
+    if (strcmp(cr->name, "*") != 0) {
+        cr->names = malloc(sizeof(*cr->names));
+        if (!cr->names || !(cr->names[0] = strdup(cr->name)))
+            return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+        cr->n_names = 1;
+        return CMA_OK;
+    }
+    struct cma_buf sel;
+    cma_buf_init(&sel, 64 * 1024);
+    enum cma_errc rc = cma_selector_format(cr->label_selector, &sel);
+    if (rc == CMA_OK)
+        rc = cma_kube_list_names(app->kube, cr->resource->group, cr->resource->version,
+                                 cr->resource->resource, cr->namespace_, cma_buf_str(&sel),
+                                 &cr->names, &cr->n_names, err);
+    if (rc != CMA_OK)
+        cma_err_prefix(err, "unable to list matching %s: ", cr->gr);
+    cma_buf_done(&sel);
+    return rc;
+}
+
+/* Index of `value` in names, or -1. */
+static long find_name(char *const *names, size_t n, const char *value)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], value) == 0)
+            return (long)i;
+    return -1;
+}
+
+static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request *cr,
+                                      const struct cma_catalog_entry *entry,
+                                      struct cma_restmapper *mapper, enum cma_custom_version ver,
+                                      struct cma_response *resp, struct cma_err *err)
+{
+    struct cma_buf promql, res_label;
+    cma_buf_init(&promql, 1 << 20);
+    cma_buf_init(&res_label, 4096);
+    struct cma_query_input in = {
+        .tmpl = entry->rule->metrics_query,
+        .resmap = entry->rule->resmap,
+        .mapper = mapper,
+        .series = entry->series,
+        .resource = cr->resource,
+        .namespace_ = cr->namespace_,
+        .names = (const char *const *)cr->names,
+        .n_names = cr->n_names,
+        .metric_selector = cr->metric_selector,
+    };
+    struct cma_prom_result *result = NULL;
+    struct cma_metric_value *items = NULL;
+    const struct cma_sample **by_name = NULL;
+    enum cma_errc rc = cma_query_build(&in, &promql, &res_label, err);
+    if (rc == CMA_OK) {
+        cma_log_v(5, "custom metric %s/%s: %s", cr->gr, cr->metric, cma_buf_str(&promql));
+        rc = cma_prom_query(app->prom, cma_buf_str(&promql), cma_clock_wall_ms(), &result, err);
+        if (rc != CMA_OK)
+            cma_err_prefix(err, "unable to fetch metrics from prometheus: ");
+    }
+    if (rc == CMA_OK && result->type != CMA_PROM_VECTOR)
+        rc = cma_err_set(err, CMA_ERR_BACKEND_RESPONSE,
+                         "unexpected result type from prometheus for %s (want a vector); check "
+                         "metricsQuery",
+                         cr->metric);
+    if (rc == CMA_OK) {
+        by_name = calloc(cr->n_names + 1, sizeof(*by_name));
+        items = calloc(cr->n_names + 1, sizeof(*items));
+        if (!by_name || !items)
+            rc = cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+    }
+    size_t n_items = 0;
+    if (rc == CMA_OK) {
+        /* the last sample with a given object name wins, as upstream */
+        for (size_t i = 0; i < result->n_samples; i++) {
+            const struct cma_sample *s = &result->samples[i];
+            const char *v = cma_sample_label(s, cma_buf_str(&res_label));
+            long k = v ? find_name(cr->names, cr->n_names, v) : -1;
+            if (k >= 0)
+                by_name[k] = s;
+        }
+        char api_version[300];
+        cma_restmapper_api_version(cr->resource, api_version, sizeof(api_version));
+        for (size_t k = 0; k < cr->n_names; k++) {
+            const struct cma_sample *s = by_name[k];
+            int64_t milli;
+            if (!s)
+                continue;
+            if (!cma_quantity_milli_from_double(s->value, &milli)) {
+                cma_log_warn("custom metric %s for %s %s: sample value %g cannot be served "
+                             "(NaN, Inf or out of range); leaving it out",
+                             cr->metric, cr->gr, cr->names[k], s->value);
+                continue;
+            }
+            items[n_items++] = (struct cma_metric_value){
+                .object = {cr->resource->kind, cr->namespace_, cr->names[k], api_version},
+                .metric_name = cr->metric,
+                .timestamp_ms = s->timestamp_ms,
+                .value_milli = milli,
+            };
+        }
+        if (strcmp(cr->name, "*") != 0 && n_items == 0)
+            rc = cma_err_set(err, CMA_ERR_NOT_FOUND, "the server could not find the metric %s for %s %s",
+                             cr->metric, cr->gr, cr->name);
+        else
+            rc = cma_encode_metric_value_list(ver, items, n_items, cr->metric_selector,
+                                              &resp->body, err);
+    }
+    free(items);
+    free(by_name);
+    cma_prom_result_free(result);
+    cma_buf_done(&promql);
+    cma_buf_done(&res_label);
+    return rc;
+}
+
+void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
+                    const struct cma_request *req, struct cma_response *resp)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct custom_request cr = {0};
+    enum cma_custom_version ver =
+        strcmp(route->version, "v1beta2") == 0 ? CMA_CUSTOM_V1BETA2 : CMA_CUSTOM_V1BETA1;
+    if (!cat) {
+        cma_api_reply_errorf(resp, CMA_ERR_BACKEND_UNAVAILABLE,
+                             "metric discovery has not completed yet; try again shortly");
+        return;
+    }
+    struct cma_restmapper *mapper = cma_catalog_mapper(cat);
+    bool namespaced;
+    if (route->kind == CMA_ROUTE_CUSTOM_NAMESPACE_METRIC) {
+        cr.resource = cma_restmapper_resource_for(mapper, "", "namespaces");
+        cr.name = route->name;
+        namespaced = false;
+    } else {
+        cr.resource = cma_restmapper_parse_for(mapper, route->resource);
+        cr.name = route->name;
+        cr.namespace_ = route->namespace_;
+        namespaced = route->namespace_ != NULL;
+    }
+    cr.metric = route->metric;
+    const struct cma_catalog_entry *entry = NULL;
+    enum cma_errc rc = CMA_OK;
+    if (cr.resource) {
+        cma_restmapper_group_resource(cr.resource, cr.gr, sizeof(cr.gr));
+        entry = cma_catalog_lookup(cat, cr.resource, namespaced, cr.metric);
+    }
+    if (!entry)
+        rc = cma_err_set(&err, CMA_ERR_NOT_FOUND, "the server could not find the metric %s for %s",
+                         route->metric, cr.resource ? cr.gr : route->resource);
+    if (rc == CMA_OK && strcmp(cr.name, "*") == 0)
+        rc = parse_selector(req, "labelSelector", &cr.label_selector, &err);
+    if (rc == CMA_OK)
+        rc = parse_selector(req, "metricLabelSelector", &cr.metric_selector, &err);
+    if (rc == CMA_OK)
+        rc = resolve_names(app, &cr, &err);
+    if (rc == CMA_OK && cr.n_names == 0) /* no object matches: an honest empty list */
+        rc = cma_encode_metric_value_list(ver, NULL, 0, cr.metric_selector, &resp->body, &err);
+    else if (rc == CMA_OK)
+        rc = query_and_encode(app, &cr, entry, mapper, ver, resp, &err);
+    if (rc != CMA_OK) {
+        if (err.code != CMA_ERR_NOT_FOUND && err.code != CMA_ERR_BAD_SELECTOR)
+            cma_log_warn("GET %s: %s", req->path, err.msg);
+        cma_api_reply_error(resp, &err);
+    }
+    custom_request_done(&cr);
+}

@@ -1,2 +1,145 @@
-/* app.c: not written yet (placeholder so the stage library links). */
-typedef int cma_placeholder_app;
+/* app.c: the handler the server calls for every request: method check, route, content
+ * negotiation, one catalog reference for the whole request, then the API recipe; and the
+ * Status-reply helpers every recipe uses. */
+#include "cma/app.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api_internal.h"
+#include "cma/catalog.h"
+#include "cma/encode.h"
+#include "cma/log.h"
+#include "cma/router.h"
+#include "cma/server.h"
+
+void cma_api_reply_error(struct cma_response *resp, const struct cma_err *err)
+{
+    resp->status = cma_errc_http_status(err->code);
+    resp->content_type = "application/json";
+    cma_buf_clear(&resp->body);
+    if (cma_encode_status_from_err(err, &resp->body) != CMA_OK) {
+        resp->status = 500;
+        cma_buf_clear(&resp->body);
+        cma_buf_appends(&resp->body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                                     "\"status\":\"Failure\",\"reason\":\"InternalError\","
+                                     "\"code\":500}\n");
+    }
+}
+
+void cma_api_reply_errorf(struct cma_response *resp, enum cma_errc code, const char *fmt, ...)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    va_list ap;
+    va_start(ap, fmt);
+    cma_err_vset(&err, code, fmt, ap);
+    va_end(ap);
+    cma_api_reply_error(resp, &err);
+}
+
+/* True when the Accept header admits application/json (apiserver negotiation rules for a
+ * JSON-only server: application/json without as=/g=/v= transforms, application/any and any/any). */
+static bool accepts_json(const char *accept)
+{
+    if (!accept || !*accept)
+        return true;
+    const char *p = accept;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[256];
+        if (len >= sizeof(item))
+            len = sizeof(item) - 1;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        char *type = item;
+        while (*type == ' ' || *type == '\t')
+            type++;
+        char *params = strchr(type, ';');
+        if (params)
+            *params++ = '\0';
+        for (char *t = type + strlen(type); t > type && (t[-1] == ' ' || t[-1] == '\t'); t--)
+            t[-1] = '\0';
+        bool transform = params && (strstr(params, "as=") || strstr(params, "g=") ||
+                                    strstr(params, "v="));
+        bool zero_q = params && strstr(params, "q=0") && !strstr(params, "q=0.");
+        if (!transform && !zero_q &&
+            (strcasecmp(type, "application/json") == 0 || strcasecmp(type, "application/*") == 0 ||
+             strcmp(type, "*/*") == 0))
+            return true;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return false;
+}
+
+static bool is_health(enum cma_route_kind k)
+{
+    return k == CMA_ROUTE_HEALTHZ || k == CMA_ROUTE_LIVEZ || k == CMA_ROUTE_READYZ;
+}
+
+void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_response *resp)
+{
+    struct cma_app *app = opaque;
+    if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
+        cma_api_reply_errorf(resp, CMA_ERR_METHOD_NOT_ALLOWED,
+                             "the server does not allow this method on the requested resource");
+        return;
+    }
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_route *route = NULL;
+    if (cma_router_parse(req->path, &route, &err) != CMA_OK) {
+        cma_api_reply_error(resp, &err);
+        return;
+    }
+    if (!is_health(route->kind) && !accepts_json(cma_request_header(req, "Accept"))) {
+        cma_api_reply_errorf(resp, CMA_ERR_NOT_ACCEPTABLE,
+                             "only the following media types are accepted: application/json");
+        cma_route_free(route);
+        return;
+    }
+    struct cma_catalog *cat = cma_catalog_store_get(app->store);
+    switch (route->kind) {
+    case CMA_ROUTE_HEALTHZ:
+    case CMA_ROUTE_LIVEZ:
+    case CMA_ROUTE_READYZ:
+        cma_api_health(app, cat, route, req, resp);
+        break;
+    case CMA_ROUTE_NOT_FOUND:
+        cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
+                             "the server could not find the requested resource");
+        break;
+    case CMA_ROUTE_BAD_PATH:
+        cma_api_reply_errorf(resp, CMA_ERR_BAD_REQUEST, "invalid request path");
+        break;
+    case CMA_ROUTE_CUSTOM_OBJECT:
+    case CMA_ROUTE_CUSTOM_NAMESPACE_METRIC:
+        if (app->serve_custom)
+            cma_api_custom(app, cat, route, req, resp);
+        else
+            cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
+                                 "custom.metrics.k8s.io is not served: the config has no rules");
+        break;
+    case CMA_ROUTE_EXTERNAL_METRIC:
+        cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
+                             "external.metrics.k8s.io is not served by this version");
+        break;
+    case CMA_ROUTE_RESOURCE_NODES:
+    case CMA_ROUTE_RESOURCE_NODE:
+    case CMA_ROUTE_RESOURCE_PODS:
+    case CMA_ROUTE_RESOURCE_POD:
+        cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
+                             "metrics.k8s.io is not served by this version");
+        break;
+    default:
+        cma_api_index(app, cat, route, req, resp);
+        break;
+    }
+    cma_catalog_unref(cat);
+    cma_route_free(route);
+}

@@ -1,2 +1,413 @@
-/* catalog.c: not written yet (placeholder so the stage library links). */
-typedef int cma_placeholder_catalog;
+/* catalog.c: immutable catalog snapshots, their builder and the store that publishes them.
+ *
+ * DESIGN: entries live in one array; a power-of-two open-addressing table of indexes finds them
+ * by (resource pointer, namespaced, metric) — resource pointers are stable because the snapshot
+ * holds a reference to the mapper they point into. The builder uses the same table to
+ * deduplicate while discovery streams series. Discovery documents are encoded once in
+ * cma_catalog_build(), sorted by name so output is stable across relists (upstream's is random). */
+#include "cma/catalog.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cma/buf.h"
+#include "cma/encode.h"
+#include "cma/kube.h"
+#include "cma/restmapper.h"
+#include "cma/router.h"
+
+struct entry_table {
+    struct cma_catalog_entry *items;
+    size_t n, cap;
+    size_t *slots; /* index + 1; 0 = empty */
+    size_t n_slots;
+    bool external; /* keys: metric only, case-insensitive */
+};
+
+struct cma_catalog_builder {
+    struct cma_restmapper *mapper;
+    struct entry_table custom, external;
+};
+
+#define N_DOCS 4
+
+struct cma_catalog {
+    atomic_int refs;
+    struct cma_restmapper *mapper;
+    struct entry_table custom, external;
+    int64_t built_ms;
+    char *docs[N_DOCS]; /* custom v1beta1, custom v1beta2, external v1beta1, resource v1beta1 */
+    size_t doc_len[N_DOCS];
+};
+
+static uint64_t hash_key(const struct cma_api_resource *res, bool namespaced, const char *metric,
+                         size_t len, bool fold)
+{
+    uint64_t h = 1469598103934665603ULL;
+    uintptr_t p = (uintptr_t)res;
+    for (size_t i = 0; i < sizeof(p); i++) {
+        h ^= (p >> (8 * i)) & 0xff;
+        h *= 1099511628211ULL;
+    }
+    h ^= namespaced;
+    h *= 1099511628211ULL;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)metric[i];
+        if (fold && c >= 'A' && c <= 'Z')
+            c = (unsigned char)(c - 'A' + 'a');
+        h ^= c;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static bool key_eq(const struct entry_table *t, const struct cma_catalog_entry *e,
+                   const struct cma_api_resource *res, bool namespaced, const char *metric,
+                   size_t len)
+{
+    if (e->resource != res || e->namespaced != namespaced || strlen(e->metric) != len)
+        return false;
+    return t->external ? strncasecmp(e->metric, metric, len) == 0
+                       : memcmp(e->metric, metric, len) == 0;
+}
+
+static size_t *find_slot(const struct entry_table *t, const struct cma_api_resource *res,
+                         bool namespaced, const char *metric, size_t len)
+{
+    if (!t->n_slots)
+        return NULL;
+    size_t mask = t->n_slots - 1;
+    size_t i = hash_key(res, namespaced, metric, len, t->external) & mask;
+    for (;;) {
+        size_t *slot = &t->slots[i];
+        if (*slot == 0 || key_eq(t, &t->items[*slot - 1], res, namespaced, metric, len))
+            return slot;
+        i = (i + 1) & mask;
+    }
+}
+
+static enum cma_errc rehash(struct entry_table *t, size_t n_slots)
+{
+    size_t *slots = calloc(n_slots, sizeof(*slots));
+    if (!slots)
+        return CMA_ERR_NOMEM;
+    free(t->slots);
+    t->slots = slots;
+    t->n_slots = n_slots;
+    for (size_t k = 0; k < t->n; k++) {
+        const struct cma_catalog_entry *e = &t->items[k];
+        *find_slot(t, e->resource, e->namespaced, e->metric, strlen(e->metric)) = k + 1;
+    }
+    return CMA_OK;
+}
+
+static void table_done(struct entry_table *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->items[i].metric);
+        free(t->items[i].series);
+    }
+    free(t->items);
+    free(t->slots);
+    memset(t, 0, sizeof(*t));
+}
+
+static enum cma_errc table_put(struct entry_table *t, const struct cma_api_resource *res,
+                               bool namespaced, const char *metric, size_t len, const char *series,
+                               size_t series_len, const struct cma_rule *rule)
+{
+    if ((t->n + 1) * 2 > t->n_slots && rehash(t, t->n_slots ? t->n_slots * 2 : 64) != CMA_OK)
+        return CMA_ERR_NOMEM;
+    size_t *slot = find_slot(t, res, namespaced, metric, len);
+    if (*slot) {
+        const struct cma_catalog_entry *e = &t->items[*slot - 1];
+        if (e->rule == rule && strlen(e->series) == series_len &&
+            memcmp(e->series, series, series_len) == 0)
+            return CMA_OK; /* the common case while streaming: nothing changes */
+    }
+    char *s = strndup(series, series_len);
+    if (!s)
+        return CMA_ERR_NOMEM;
+    if (*slot) { /* later rules and series win, as upstream */
+        struct cma_catalog_entry *e = &t->items[*slot - 1];
+        free(e->series);
+        e->series = s;
+        e->rule = rule;
+        return CMA_OK;
+    }
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        struct cma_catalog_entry *items = realloc(t->items, cap * sizeof(*items));
+        if (!items) {
+            free(s);
+            return CMA_ERR_NOMEM;
+        }
+        t->items = items;
+        t->cap = cap;
+    }
+    char *m = strndup(metric, len);
+    if (!m) {
+        free(s);
+        return CMA_ERR_NOMEM;
+    }
+    t->items[t->n] = (struct cma_catalog_entry){res, namespaced, m, s, rule};
+    *slot = ++t->n;
+    return CMA_OK;
+}
+
+enum cma_errc cma_catalog_builder_new(struct cma_restmapper *mapper, struct cma_catalog_builder **ret,
+                                      struct cma_err *reterr)
+{
+    struct cma_catalog_builder *b = calloc(1, sizeof(*b));
+    if (!b)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    b->mapper = cma_restmapper_ref(mapper);
+    b->external.external = true;
+    *ret = b;
+    return CMA_OK;
+}
+
+void cma_catalog_builder_free(struct cma_catalog_builder *b)
+{
+    if (!b)
+        return;
+    table_done(&b->custom);
+    table_done(&b->external);
+    cma_restmapper_unref(b->mapper);
+    free(b);
+}
+
+enum cma_errc cma_catalog_builder_add(struct cma_catalog_builder *b,
+                                      const struct cma_api_resource *resource, const char *metric,
+                                      size_t metric_len, const char *series, size_t series_len,
+                                      const struct cma_rule *rule)
+{
+    return table_put(&b->custom, resource, resource->namespaced, metric, metric_len, series,
+                     series_len, rule);
+}
+
+enum cma_errc cma_catalog_builder_add_external(struct cma_catalog_builder *b, const char *metric,
+                                               size_t metric_len, const char *series,
+                                               size_t series_len, const struct cma_rule *rule)
+{
+    return table_put(&b->external, NULL, true, metric, metric_len, series, series_len, rule);
+}
+
+size_t cma_catalog_builder_count(const struct cma_catalog_builder *b)
+{
+    return b->custom.n + b->external.n;
+}
+
+static int cmp_entry_names(const void *a, const void *b)
+{
+    const char *const *x = a, *const *y = b;
+    return strcmp(*x, *y);
+}
+
+static enum cma_errc encode_doc(struct cma_catalog *c, int slot, const char *group_version,
+                                const struct entry_table *t, const char *kind,
+                                struct cma_err *reterr)
+{
+    static const char *const verbs[] = {"get"};
+    char **names = calloc(t->n + 1, sizeof(*names));
+    struct cma_resource_entry *entries = calloc(t->n + 1, sizeof(*entries));
+    enum cma_errc rc = (!names || !entries) ? CMA_ERR_NOMEM : CMA_OK;
+    size_t n = 0;
+    for (size_t i = 0; rc == CMA_OK && i < t->n; i++) {
+        const struct cma_catalog_entry *e = &t->items[i];
+        char gr[512];
+        if (e->resource)
+            cma_restmapper_group_resource(e->resource, gr, sizeof(gr));
+        /* name first so qsort by the string orders the list; namespaced kept beside it */
+        size_t len = e->resource ? strlen(gr) + 1 + strlen(e->metric) : strlen(e->metric);
+        names[n] = malloc(len + 2);
+        if (!names[n]) {
+            rc = CMA_ERR_NOMEM;
+            break;
+        }
+        if (e->resource)
+            snprintf(names[n], len + 2, "%s/%s", gr, e->metric);
+        else
+            snprintf(names[n], len + 2, "%s", e->metric);
+        names[n][len + 1] = e->namespaced ? 'T' : 'F'; /* flag after the NUL */
+        n++;
+    }
+    if (rc == CMA_OK) {
+        qsort(names, n, sizeof(*names), cmp_entry_names);
+        for (size_t i = 0; i < n; i++)
+            entries[i] = (struct cma_resource_entry){names[i],
+                                                     names[i][strlen(names[i]) + 1] == 'T', kind,
+                                                     verbs, 1};
+        struct cma_buf out;
+        cma_buf_init(&out, 0);
+        rc = cma_encode_api_resource_list(group_version, entries, n, &out, reterr);
+        c->doc_len[slot] = out.len;
+        c->docs[slot] = cma_buf_take(&out);
+        if (rc == CMA_OK && !c->docs[slot])
+            rc = CMA_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    free(entries);
+    if (rc != CMA_OK)
+        return cma_err_set(reterr, rc, "cannot encode the discovery document");
+    return CMA_OK;
+}
+
+void cma_catalog_unref(struct cma_catalog *c)
+{
+    if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    table_done(&c->custom);
+    table_done(&c->external);
+    for (int i = 0; i < N_DOCS; i++)
+        free(c->docs[i]);
+    cma_restmapper_unref(c->mapper);
+    free(c);
+}
+
+enum cma_errc cma_catalog_build(struct cma_catalog_builder *b, int64_t built_wall_ms,
+                                struct cma_catalog **ret, struct cma_err *reterr)
+{
+    struct cma_catalog *c = calloc(1, sizeof(*c));
+    if (!c) {
+        cma_catalog_builder_free(b);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    atomic_init(&c->refs, 1);
+    c->mapper = b->mapper;
+    b->mapper = NULL;
+    c->custom = b->custom;
+    c->external = b->external;
+    memset(&b->custom, 0, sizeof(b->custom));
+    memset(&b->external, 0, sizeof(b->external));
+    cma_catalog_builder_free(b);
+    c->built_ms = built_wall_ms;
+    struct entry_table none = {0};
+    enum cma_errc rc = encode_doc(c, 0, CMA_GROUP_CUSTOM "/v1beta1", &c->custom, "MetricValueList",
+                                  reterr);
+    if (rc == CMA_OK)
+        rc = encode_doc(c, 1, CMA_GROUP_CUSTOM "/v1beta2", &c->custom, "MetricValueList", reterr);
+    if (rc == CMA_OK)
+        rc = encode_doc(c, 2, CMA_GROUP_EXTERNAL "/v1beta1", &c->external,
+                        "ExternalMetricValueList", reterr);
+    if (rc == CMA_OK)
+        rc = encode_doc(c, 3, CMA_GROUP_RESOURCE "/v1beta1", &none, "", reterr);
+    if (rc != CMA_OK) {
+        cma_catalog_unref(c);
+        return rc;
+    }
+    *ret = c;
+    return CMA_OK;
+}
+
+struct cma_catalog *cma_catalog_ref(struct cma_catalog *c)
+{
+    if (c)
+        atomic_fetch_add(&c->refs, 1);
+    return c;
+}
+
+const struct cma_catalog_entry *cma_catalog_lookup(const struct cma_catalog *c,
+                                                   const struct cma_api_resource *resource,
+                                                   bool namespaced, const char *metric)
+{
+    size_t *slot = find_slot(&c->custom, resource, namespaced, metric, strlen(metric));
+    return slot && *slot ? &c->custom.items[*slot - 1] : NULL;
+}
+
+const struct cma_catalog_entry *cma_catalog_lookup_external(const struct cma_catalog *c,
+                                                            const char *metric)
+{
+    size_t *slot = find_slot(&c->external, NULL, true, metric, strlen(metric));
+    return slot && *slot ? &c->external.items[*slot - 1] : NULL;
+}
+
+size_t cma_catalog_count(const struct cma_catalog *c)
+{
+    return c->custom.n;
+}
+
+size_t cma_catalog_count_external(const struct cma_catalog *c)
+{
+    return c->external.n;
+}
+
+const struct cma_catalog_entry *cma_catalog_entry_at(const struct cma_catalog *c, size_t i)
+{
+    return i < c->custom.n ? &c->custom.items[i] : NULL;
+}
+
+struct cma_restmapper *cma_catalog_mapper(const struct cma_catalog *c)
+{
+    return c->mapper;
+}
+
+int64_t cma_catalog_built_ms(const struct cma_catalog *c)
+{
+    return c->built_ms;
+}
+
+const char *cma_catalog_discovery_doc(const struct cma_catalog *c, const char *group,
+                                      const char *version, size_t *ret_len)
+{
+    int slot = -1;
+    if (strcmp(group, CMA_GROUP_CUSTOM) == 0 && strcmp(version, "v1beta1") == 0)
+        slot = 0;
+    else if (strcmp(group, CMA_GROUP_CUSTOM) == 0 && strcmp(version, "v1beta2") == 0)
+        slot = 1;
+    else if (strcmp(group, CMA_GROUP_EXTERNAL) == 0 && strcmp(version, "v1beta1") == 0)
+        slot = 2;
+    else if (strcmp(group, CMA_GROUP_RESOURCE) == 0 && strcmp(version, "v1beta1") == 0)
+        slot = 3;
+    if (slot < 0)
+        return NULL;
+    *ret_len = c->doc_len[slot];
+    return c->docs[slot];
+}
+
+struct cma_catalog_store {
+    pthread_mutex_t mu;
+    struct cma_catalog *current;
+};
+
+enum cma_errc cma_catalog_store_new(struct cma_catalog_store **ret)
+{
+    struct cma_catalog_store *s = calloc(1, sizeof(*s));
+    if (!s)
+        return CMA_ERR_NOMEM;
+    pthread_mutex_init(&s->mu, NULL);
+    *ret = s;
+    return CMA_OK;
+}
+
+void cma_catalog_store_free(struct cma_catalog_store *s)
+{
+    if (!s)
+        return;
+    cma_catalog_unref(s->current);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+struct cma_catalog *cma_catalog_store_get(struct cma_catalog_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    struct cma_catalog *c = cma_catalog_ref(s->current);
+    pthread_mutex_unlock(&s->mu);
+    return c;
+}
+
+void cma_catalog_store_publish(struct cma_catalog_store *s, struct cma_catalog *c)
+{
+    pthread_mutex_lock(&s->mu);
+    struct cma_catalog *old = s->current;
+    s->current = c;
+    pthread_mutex_unlock(&s->mu);
+    cma_catalog_unref(old);
+}

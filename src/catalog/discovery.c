@@ -1,2 +1,408 @@
-/* discovery.c: not written yet (placeholder so the stage library links). */
-typedef int cma_placeholder_discovery;
+/* discovery.c: the discovery thread: RESTMapper refresh, relist, publication of catalog
+ * snapshots.
+ *
+ * DESIGN: rules that share a byte-identical seriesQuery share one streamed /api/v1/series call,
+ * custom and external rules alike (upstream lists them in two loops). Each series is folded at
+ * once: per rule, the series name goes through a name cache (seriesFilters + name.matches/as
+ * evaluated once per distinct name per relist) and each label through a label cache (label →
+ * resource), so a relist costs a few hash lookups per series and memory is bounded by the number
+ * of distinct names and labels, not series. The caches live on the thread's stack frame for one
+ * relist: no shared mutable state. The thread sleeps on a condition variable so stop is prompt. */
+#include "cma/discovery.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cma/buf.h"
+#include "cma/catalog.h"
+#include "cma/clock.h"
+#include "cma/config.h"
+#include "cma/kube.h"
+#include "cma/log.h"
+#include "cma/prom.h"
+#include "cma/restmapper.h"
+#include "cma/rule.h"
+
+/* ---- a small string-keyed hash map (one relist's caches) ---- */
+
+struct smap_item {
+    char *key;
+    size_t key_len;
+    const void *ptr;  /* label cache: resource (may be NULL) */
+    char *name;       /* name cache: API metric name, NULL when rejected */
+    bool accepted;
+};
+
+struct smap {
+    struct smap_item *items;
+    size_t n, cap; /* cap: power of two */
+};
+
+static uint64_t smap_hash(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static struct smap_item *smap_find(struct smap *m, const char *key, size_t len)
+{
+    if (!m->cap)
+        return NULL;
+    size_t i = smap_hash(key, len) & (m->cap - 1);
+    for (;;) {
+        struct smap_item *it = &m->items[i];
+        if (!it->key || (it->key_len == len && memcmp(it->key, key, len) == 0))
+            return it;
+        i = (i + 1) & (m->cap - 1);
+    }
+}
+
+static void smap_done(struct smap *m)
+{
+    for (size_t i = 0; i < m->cap; i++) {
+        free(m->items[i].key);
+        free(m->items[i].name);
+    }
+    free(m->items);
+    memset(m, 0, sizeof(*m));
+}
+
+/* Returns the slot for key, inserting an empty one (key copied) when absent; NULL on OOM.
+ * *ret_new tells whether it was inserted. */
+static struct smap_item *smap_upsert(struct smap *m, const char *key, size_t len, bool *ret_new)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        struct smap grown = {calloc(m->cap ? m->cap * 2 : 64, sizeof(struct smap_item)), m->n,
+                             m->cap ? m->cap * 2 : 64};
+        if (!grown.items)
+            return NULL;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->items[i].key)
+                *smap_find(&grown, m->items[i].key, m->items[i].key_len) = m->items[i];
+        free(m->items);
+        *m = grown;
+    }
+    struct smap_item *it = smap_find(m, key, len);
+    *ret_new = it->key == NULL;
+    if (*ret_new) {
+        it->key = strndup(key, len);
+        if (!it->key)
+            return NULL;
+        it->key_len = len;
+        m->n++;
+    }
+    return it;
+}
+
+/* ---- one relist ---- */
+
+struct rule_state {
+    const struct cma_rule *rule;
+    struct smap names;  /* series name → API name */
+    struct smap labels; /* label → resource */
+};
+
+struct relist_ctx {
+    struct cma_catalog_builder *builder;
+    struct cma_restmapper *mapper;
+    struct rule_state *rules; /* rules sharing the current seriesQuery */
+    size_t n_rules;
+    struct cma_buf scratch;
+    size_t n_series, n_unnamed;
+    enum cma_errc rc;
+};
+
+static const char *api_name_for(struct relist_ctx *ctx, struct rule_state *rs, const char *metric,
+                                size_t len)
+{
+    bool fresh;
+    struct smap_item *it = smap_upsert(&rs->names, metric, len, &fresh);
+    if (!it) {
+        ctx->rc = CMA_ERR_NOMEM;
+        return NULL;
+    }
+    if (fresh) {
+        it->accepted = cma_naming_accepts(rs->rule->naming, metric, len);
+        if (it->accepted) {
+            struct cma_err err;
+            cma_err_clear(&err);
+            cma_buf_clear(&ctx->scratch);
+            if (cma_naming_metric_name(rs->rule->naming, metric, len, &ctx->scratch, &err) ==
+                CMA_OK) {
+                it->name = strdup(cma_buf_str(&ctx->scratch));
+                if (!it->name)
+                    ctx->rc = CMA_ERR_NOMEM;
+            } else {
+                ctx->n_unnamed++;
+                cma_log_warn("rule %s[%zu] (%s:%u): skipping series %.*s: %s",
+                             rs->rule->kind == CMA_RULE_CUSTOM ? "rules" : "externalRules",
+                             rs->rule->index, rs->rule->cfg->pos.file, rs->rule->cfg->pos.line,
+                             (int)len, metric, err.msg);
+            }
+        }
+    }
+    return it->accepted ? it->name : NULL;
+}
+
+static const struct cma_api_resource *resource_for(struct relist_ctx *ctx, struct rule_state *rs,
+                                                   const char *label, size_t len)
+{
+    bool fresh;
+    struct smap_item *it = smap_upsert(&rs->labels, label, len, &fresh);
+    if (!it) {
+        ctx->rc = CMA_ERR_NOMEM;
+        return NULL;
+    }
+    if (fresh)
+        it->ptr = cma_resmap_resource_for_label(rs->rule->resmap, ctx->mapper, label, len);
+    return it->ptr;
+}
+
+static int on_series(void *opaque, const char *metric, size_t metric_len,
+                     const struct cma_label_view *labels, size_t n_labels)
+{
+    struct relist_ctx *ctx = opaque;
+    ctx->n_series++;
+    for (size_t r = 0; r < ctx->n_rules && ctx->rc == CMA_OK; r++) {
+        struct rule_state *rs = &ctx->rules[r];
+        const char *name = api_name_for(ctx, rs, metric, metric_len);
+        if (!name)
+            continue;
+        if (rs->rule->kind == CMA_RULE_EXTERNAL) {
+            ctx->rc = cma_catalog_builder_add_external(ctx->builder, name, strlen(name), metric,
+                                                       metric_len, rs->rule);
+            continue;
+        }
+        for (size_t i = 0; i < n_labels && ctx->rc == CMA_OK; i++) {
+            const struct cma_api_resource *res =
+                resource_for(ctx, rs, labels[i].name, labels[i].name_len);
+            if (res)
+                ctx->rc = cma_catalog_builder_add(ctx->builder, res, name, strlen(name), metric,
+                                                  metric_len, rs->rule);
+        }
+    }
+    return ctx->rc == CMA_OK ? 0 : 1;
+}
+
+/* Collects the rules (custom, then external, in config order) whose seriesQuery equals q. */
+static size_t rules_for_query(const struct cma_ruleset *rules, const char *q,
+                              struct rule_state *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < rules->n_rules; i++)
+        if (strcmp(rules->rules[i].series_query, q) == 0)
+            out[n++] = (struct rule_state){.rule = &rules->rules[i]};
+    for (size_t i = 0; i < rules->n_external_rules; i++)
+        if (strcmp(rules->external_rules[i].series_query, q) == 0)
+            out[n++] = (struct rule_state){.rule = &rules->external_rules[i]};
+    return n;
+}
+
+/* True when an earlier rule (in the same order) already has this seriesQuery. */
+static bool query_seen_before(const struct cma_ruleset *rules, size_t flat_index, const char *q)
+{
+    for (size_t i = 0; i < flat_index; i++) {
+        const struct cma_rule *r = i < rules->n_rules ? &rules->rules[i]
+                                                      : &rules->external_rules[i - rules->n_rules];
+        if (strcmp(r->series_query, q) == 0)
+            return true;
+    }
+    return false;
+}
+
+enum cma_errc cma_discovery_relist(struct cma_prom *prom, const struct cma_ruleset *rules,
+                                   struct cma_restmapper *mapper, int64_t now_wall_ms,
+                                   int64_t max_age_ms, struct cma_catalog **ret,
+                                   struct cma_err *reterr)
+{
+    struct relist_ctx ctx = {.mapper = mapper};
+    size_t total = rules->n_rules + rules->n_external_rules;
+    ctx.rules = calloc(total + 1, sizeof(*ctx.rules));
+    cma_buf_init(&ctx.scratch, 64 * 1024);
+    if (!ctx.rules)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    enum cma_errc rc = cma_catalog_builder_new(mapper, &ctx.builder, reterr);
+    size_t n_queries = 0;
+    for (size_t i = 0; rc == CMA_OK && i < total; i++) {
+        const struct cma_rule *r = i < rules->n_rules ? &rules->rules[i]
+                                                      : &rules->external_rules[i - rules->n_rules];
+        if (query_seen_before(rules, i, r->series_query))
+            continue;
+        ctx.n_rules = rules_for_query(rules, r->series_query, ctx.rules);
+        int64_t t0 = cma_clock_mono_ms();
+        size_t before = ctx.n_series;
+        rc = cma_prom_series(prom, r->series_query, now_wall_ms - max_age_ms, now_wall_ms, 0,
+                             on_series, &ctx, reterr);
+        if (rc == CMA_OK && ctx.rc != CMA_OK)
+            rc = cma_err_set(reterr, ctx.rc, "out of memory while folding series");
+        if (rc != CMA_OK)
+            cma_err_prefix(reterr, "unable to fetch metrics for query %s: ", r->series_query);
+        else
+            cma_log_v(2, "discovery: %zu series for %s in %lld ms", ctx.n_series - before,
+                      r->series_query, (long long)(cma_clock_mono_ms() - t0));
+        for (size_t k = 0; k < ctx.n_rules; k++) {
+            smap_done(&ctx.rules[k].names);
+            smap_done(&ctx.rules[k].labels);
+        }
+        n_queries++;
+    }
+    free(ctx.rules);
+    cma_buf_done(&ctx.scratch);
+    if (rc != CMA_OK) {
+        cma_catalog_builder_free(ctx.builder);
+        return rc;
+    }
+    struct cma_catalog *c;
+    rc = cma_catalog_build(ctx.builder, now_wall_ms, &c, reterr);
+    if (rc != CMA_OK)
+        return rc;
+    cma_log_v(1, "discovery: %zu series from %zu queries gave %zu custom and %zu external metrics",
+              ctx.n_series, n_queries, cma_catalog_count(c), cma_catalog_count_external(c));
+    *ret = c;
+    return CMA_OK;
+}
+
+/* ---- the thread ---- */
+
+struct cma_discovery {
+    struct cma_discovery_config cfg;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    struct cma_discovery_status status; /* guarded by mu */
+};
+
+/* Sleeps up to ms or until stop; returns true when stopping. */
+static bool wait_or_stop(struct cma_discovery *d, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ns = ts.tv_nsec + (ms % 1000) * 1000000;
+    ts.tv_sec += ms / 1000 + ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
+    pthread_mutex_lock(&d->mu);
+    while (!d->stop)
+        if (pthread_cond_timedwait(&d->cv, &d->mu, &ts) != 0)
+            break;
+    bool stop = d->stop;
+    pthread_mutex_unlock(&d->mu);
+    return stop;
+}
+
+static struct cma_restmapper *refresh_mapper(struct cma_discovery *d)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_api_resources *res = NULL;
+    struct cma_restmapper *m = NULL;
+    if (cma_kube_discover(d->cfg.kube, &res, &err) == CMA_OK &&
+        cma_restmapper_new(res, &m, &err) == CMA_OK) {
+        cma_log_v(1, "kube API discovery: %zu resources", cma_restmapper_count(m));
+        return m;
+    }
+    cma_log_warn("kube API discovery failed: %s", err.msg);
+    return NULL;
+}
+
+static void *discovery_main(void *arg)
+{
+    struct cma_discovery *d = arg;
+    struct cma_restmapper *mapper = NULL;
+    int64_t mapper_due = 0;
+    int64_t max_age = d->cfg.max_age_ms ? d->cfg.max_age_ms : d->cfg.relist_interval_ms;
+    for (;;) {
+        int64_t now = cma_clock_mono_ms();
+        if (!mapper || now >= mapper_due) {
+            struct cma_restmapper *fresh = refresh_mapper(d);
+            if (fresh) {
+                cma_restmapper_unref(mapper);
+                mapper = fresh;
+                mapper_due = now + d->cfg.discovery_interval_ms;
+            } else if (!mapper) {
+                if (wait_or_stop(d, d->cfg.retry_ms ? d->cfg.retry_ms : 5000))
+                    break;
+                continue;
+            }
+        }
+        struct cma_err err;
+        cma_err_clear(&err);
+        struct cma_catalog *c = NULL;
+        int64_t wall = cma_clock_wall_ms();
+        enum cma_errc rc = cma_discovery_relist(d->cfg.prom, d->cfg.rules, mapper, wall, max_age,
+                                                &c, &err);
+        pthread_mutex_lock(&d->mu);
+        d->status.n_relists++;
+        d->status.last_attempt_wall_ms = wall;
+        if (rc == CMA_OK) {
+            d->status.have_catalog = true;
+            d->status.last_success_wall_ms = wall;
+            d->status.last_error[0] = '\0';
+        } else {
+            d->status.n_failures++;
+            snprintf(d->status.last_error, sizeof(d->status.last_error), "%s", err.msg);
+        }
+        bool had = d->status.have_catalog;
+        pthread_mutex_unlock(&d->mu);
+        if (rc == CMA_OK)
+            cma_catalog_store_publish(d->cfg.store, c);
+        else
+            cma_log_warn("unable to update list of all metrics: %s; %s", err.msg,
+                         had ? "keeping the previous catalog" : "no catalog yet, retrying");
+        if (wait_or_stop(d, rc == CMA_OK || had ? d->cfg.relist_interval_ms
+                                                : (d->cfg.retry_ms ? d->cfg.retry_ms : 5000)))
+            break;
+    }
+    cma_restmapper_unref(mapper);
+    return NULL;
+}
+
+enum cma_errc cma_discovery_start(const struct cma_discovery_config *cfg,
+                                  struct cma_discovery **ret, struct cma_err *reterr)
+{
+    struct cma_discovery *d = calloc(1, sizeof(*d));
+    if (!d)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    d->cfg = *cfg;
+    if (d->cfg.relist_interval_ms <= 0)
+        d->cfg.relist_interval_ms = 600000;
+    if (d->cfg.discovery_interval_ms <= 0)
+        d->cfg.discovery_interval_ms = 600000;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    if (pthread_create(&d->thread, NULL, discovery_main, d) != 0) {
+        pthread_mutex_destroy(&d->mu);
+        pthread_cond_destroy(&d->cv);
+        free(d);
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot start the discovery thread");
+    }
+    *ret = d;
+    return CMA_OK;
+}
+
+void cma_discovery_stop(struct cma_discovery *d)
+{
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->mu);
+    d->stop = true;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    pthread_join(d->thread, NULL);
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
+    free(d);
+}
+
+void cma_discovery_get_status(struct cma_discovery *d, struct cma_discovery_status *ret)
+{
+    pthread_mutex_lock(&d->mu);
+    *ret = d->status;
+    pthread_mutex_unlock(&d->mu);
+}

@@ -1,2 +1,201 @@
-/* rule.c: not written yet (placeholder so the stage library links). */
-typedef int cma_placeholder_rule;
+/* rule.c: compiles a loaded config into an immutable ruleset: naming, resource mapping and the
+ * metricsQuery template of each custom and external rule, and the resourceRules templates.
+ * Every compile error carries the position of the offending config value; load-time warnings
+ * (the `$1_per_second` trap, an empty metricsQuery) are collected for main to log. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cma/config.h"
+#include "cma/regex.h"
+#include "cma/rule.h"
+#include "cma/template.h"
+#include "rules_internal.h"
+
+enum cma_errc cma_rules_err_at(struct cma_err *reterr, const struct cma_config_str *s,
+                               const struct cma_err *inner, const char *what)
+{
+    unsigned column = s->pos.column;
+    if (s->plain && inner->column > 0 && inner->line <= 1)
+        column = s->pos.column + inner->column - 1;
+    return cma_err_set_at(reterr, inner->code, s->pos.file, s->pos.line, column, "%s%s", what,
+                          inner->msg);
+}
+
+static enum cma_errc add_warning(struct cma_ruleset *rs, const struct cma_pos *pos,
+                                 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static enum cma_errc add_warning(struct cma_ruleset *rs, const struct cma_pos *pos,
+                                 const char *fmt, ...)
+{
+    char **w = realloc(rs->warnings, (rs->n_warnings + 1) * sizeof(*w));
+    if (!w)
+        return CMA_ERR_NOMEM;
+    rs->warnings = w;
+    char msg[1024], line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof(line), "%s:%u:%u: %s", pos->file, pos->line, pos->column, msg);
+    w[rs->n_warnings] = strdup(line);
+    if (!w[rs->n_warnings])
+        return CMA_ERR_NOMEM;
+    rs->n_warnings++;
+    return CMA_OK;
+}
+
+static enum cma_errc parse_template(const struct cma_config_str *s, const char *what,
+                                    struct cma_template **ret, struct cma_err *reterr)
+{
+    struct cma_err inner;
+    cma_err_clear(&inner);
+    const char *text = s->set && s->s ? s->s : "";
+    if (cma_template_parse(text, strlen(text), ret, &inner) != CMA_OK)
+        return cma_rules_err_at(reterr, s, &inner, what);
+    return CMA_OK;
+}
+
+/* True when an override names the namespaces resource (the label used for the namespace). */
+static bool can_name_namespace(const struct cma_config_resources *res)
+{
+    if (res->template_.set && res->template_.s[0])
+        return true;
+    for (size_t i = 0; i < res->n_overrides; i++) {
+        const struct cma_config_override *o = &res->overrides[i];
+        const char *r = o->resource.set ? o->resource.s : "";
+        bool core = !o->group.set || !o->group.s[0];
+        if (core && (strcasecmp(r, "namespace") == 0 || strcasecmp(r, "namespaces") == 0 ||
+                     strcasecmp(r, "ns") == 0))
+            return true;
+    }
+    return false;
+}
+
+static enum cma_errc compile_rule(struct cma_ruleset *rs, struct cma_rule *rule,
+                                  const struct cma_config_rule *cfg, enum cma_rule_kind kind,
+                                  size_t index, struct cma_err *reterr)
+{
+    const char *section = kind == CMA_RULE_CUSTOM ? "rules" : "externalRules";
+    rule->kind = kind;
+    rule->index = index;
+    rule->cfg = cfg;
+    rule->namespaced = cfg->resources.namespaced_set ? cfg->resources.namespaced : true;
+    if (!cfg->series_query.set || !cfg->series_query.s[0])
+        return cma_err_set_at(reterr, CMA_ERR_CONFIG_VALUE, cfg->pos.file, cfg->pos.line,
+                              cfg->pos.column, "%s[%zu]: seriesQuery is required", section, index);
+    rule->series_query = cfg->series_query.s;
+    enum cma_errc rc = cma_naming_compile(cfg, &rule->naming, reterr);
+    if (rc == CMA_OK)
+        rc = cma_resmap_compile(&cfg->resources, &rule->resmap, reterr);
+    if (rc == CMA_OK)
+        rc = parse_template(&cfg->metrics_query, "metricsQuery: ", &rule->metrics_query, reterr);
+    if (rc != CMA_OK)
+        return rc;
+    if (kind == CMA_RULE_EXTERNAL && rule->namespaced && !can_name_namespace(&cfg->resources))
+        return cma_err_set_at(
+            reterr, CMA_ERR_CONFIG_VALUE, cfg->pos.file, cfg->pos.line, cfg->pos.column,
+            "externalRules[%zu]: resources.namespaced is true (the default) but no override or "
+            "template names the namespace label; add `resources: {overrides: {namespace: "
+            "{resource: namespace}}}` or set `resources.namespaced: false`",
+            index);
+    if (cfg->name_as.set && cma_regex_expand_has_trap(cfg->name_as.s))
+        rc = add_warning(rs, &cfg->name_as.pos,
+                         "name.as \"%s\": `$1_...` names the capture group \"1_...\", which does "
+                         "not exist, so it expands to \"\" (Go's Expand); write ${1}_... instead",
+                         cfg->name_as.s);
+    if (rc == CMA_OK && (!cfg->metrics_query.set || !cfg->metrics_query.s[0]))
+        rc = add_warning(rs, &cfg->pos,
+                         "%s: metricsQuery is empty: every request for its metrics will fail",
+                         section);
+    if (rc != CMA_OK)
+        return cma_err_set(reterr, rc, "out of memory");
+    return CMA_OK;
+}
+
+static enum cma_errc compile_resource_query(struct cma_resource_query *q,
+                                            const struct cma_config_resource_rule *cfg,
+                                            const char *name, struct cma_err *reterr)
+{
+    char what[64];
+    enum cma_errc rc = CMA_OK;
+    if (cfg->container_query.set) {
+        snprintf(what, sizeof(what), "resourceRules.%s.containerQuery: ", name);
+        rc = parse_template(&cfg->container_query, what, &q->container_query, reterr);
+    }
+    if (rc == CMA_OK && cfg->node_query.set) {
+        snprintf(what, sizeof(what), "resourceRules.%s.nodeQuery: ", name);
+        rc = parse_template(&cfg->node_query, what, &q->node_query, reterr);
+    }
+    if (rc == CMA_OK)
+        rc = cma_resmap_compile(&cfg->resources, &q->resmap, reterr);
+    q->container_label = cfg->container_label.set ? cfg->container_label.s : "";
+    return rc;
+}
+
+static void resource_query_done(struct cma_resource_query *q)
+{
+    cma_template_free(q->container_query);
+    cma_template_free(q->node_query);
+    cma_resmap_free(q->resmap);
+}
+
+void cma_ruleset_free(struct cma_ruleset *rs)
+{
+    if (!rs)
+        return;
+    struct cma_rule *lists[2] = {rs->rules, rs->external_rules};
+    size_t counts[2] = {rs->n_rules, rs->n_external_rules};
+    for (int l = 0; l < 2; l++) {
+        for (size_t i = 0; i < counts[l]; i++) {
+            cma_naming_free(lists[l][i].naming);
+            cma_resmap_free(lists[l][i].resmap);
+            cma_template_free(lists[l][i].metrics_query);
+        }
+        free(lists[l]);
+    }
+    resource_query_done(&rs->cpu);
+    resource_query_done(&rs->memory);
+    for (size_t i = 0; i < rs->n_warnings; i++)
+        free(rs->warnings[i]);
+    free(rs->warnings);
+    free(rs);
+}
+
+enum cma_errc cma_ruleset_compile(const struct cma_config *cfg, struct cma_ruleset **ret,
+                                  struct cma_err *reterr)
+{
+    struct cma_ruleset *rs = calloc(1, sizeof(*rs));
+    if (!rs)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    rs->rules = calloc(cfg->n_rules + 1, sizeof(*rs->rules));
+    rs->external_rules = calloc(cfg->n_external_rules + 1, sizeof(*rs->external_rules));
+    enum cma_errc rc = CMA_OK;
+    if (!rs->rules || !rs->external_rules)
+        rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == CMA_OK && i < cfg->n_rules; i++) {
+        rc = compile_rule(rs, &rs->rules[i], &cfg->rules[i], CMA_RULE_CUSTOM, i, reterr);
+        rs->n_rules = i + 1;
+    }
+    for (size_t i = 0; rc == CMA_OK && i < cfg->n_external_rules; i++) {
+        rc = compile_rule(rs, &rs->external_rules[i], &cfg->external_rules[i], CMA_RULE_EXTERNAL,
+                          i, reterr);
+        rs->n_external_rules = i + 1;
+    }
+    if (rc == CMA_OK && cfg->resource_rules) {
+        rs->has_resource_rules = true;
+        rs->window_ms = cfg->resource_rules->window_ms;
+        rc = compile_resource_query(&rs->cpu, &cfg->resource_rules->cpu, "cpu", reterr);
+        if (rc == CMA_OK)
+            rc = compile_resource_query(&rs->memory, &cfg->resource_rules->memory, "memory",
+                                        reterr);
+    }
+    if (rc != CMA_OK) {
+        cma_ruleset_free(rs);
+        return rc;
+    }
+    *ret = rs;
+    return CMA_OK;
+}

@@ -1,0 +1,35 @@
+/* app.h: the request handler that ties the stages together: route → API recipe
+ * (api_custom, api_index, api_health) → response. Everything it points to is owned by main and
+ * outlives the server; the catalog is read through the store (a reference per request). */
+#ifndef CMA_APP_H
+#define CMA_APP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct cma_options;
+struct cma_ruleset;
+struct cma_prom;
+struct cma_kube;
+struct cma_catalog_store;
+struct cma_discovery;
+struct cma_request;
+struct cma_response;
+
+struct cma_app {
+    const struct cma_options *opts;
+    const struct cma_ruleset *rules;
+    struct cma_prom *prom;
+    struct cma_kube *kube;
+    struct cma_catalog_store *store;
+    struct cma_discovery *discovery;
+    bool serve_custom;   /* rules non-empty */
+    bool serve_external; /* externalRules non-empty */
+    bool serve_resource; /* resourceRules present */
+    int64_t started_wall_ms;
+};
+
+/* cma_handler_fn for the server: `app` is a struct cma_app. Thread-safe. */
+void cma_app_handle(void *app, const struct cma_request *req, struct cma_response *resp);
+
+#endif

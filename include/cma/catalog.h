@@ -1,0 +1,81 @@
+/* catalog.h: what discovery found, as an immutable, reference-counted snapshot:
+ * (group-resource, namespaced, metric) → the rule and series that answer it, external metrics by
+ * name, the RESTMapper it was built against, and the discovery documents pre-encoded once per
+ * snapshot (so /apis/custom.metrics.k8s.io/v1beta1 costs a memcpy).
+ * The discovery thread builds snapshots; a store publishes the current one by pointer swap under
+ * a mutex; request threads take a reference at request start and drop it at the end. A failed
+ * relist simply does not publish, so the last good snapshot keeps serving. */
+#ifndef CMA_CATALOG_H
+#define CMA_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cma/err.h"
+
+struct cma_api_resource;
+struct cma_restmapper;
+struct cma_rule;
+struct cma_ruleset;
+
+struct cma_catalog_entry {
+    const struct cma_api_resource *resource; /* owned by the snapshot's mapper; NULL: external */
+    bool namespaced;                         /* the resource's scope from API discovery */
+    char *metric;                            /* API metric name */
+    char *series;                            /* Prometheus series name */
+    const struct cma_rule *rule;
+};
+
+struct cma_catalog;
+struct cma_catalog_builder;
+
+/* Takes a reference on mapper. rules must outlive every catalog built from it. */
+enum cma_errc cma_catalog_builder_new(struct cma_restmapper *mapper, struct cma_catalog_builder **ret,
+                                      struct cma_err *reterr);
+void cma_catalog_builder_free(struct cma_catalog_builder *b);
+/* Adds (or, for an existing key, overwrites: later rules and series win, as upstream) a custom
+ * metric entry. */
+enum cma_errc cma_catalog_builder_add(struct cma_catalog_builder *b,
+                                      const struct cma_api_resource *resource, const char *metric,
+                                      size_t metric_len, const char *series, size_t series_len,
+                                      const struct cma_rule *rule);
+/* Adds an external metric (key: metric name, case-insensitive). */
+enum cma_errc cma_catalog_builder_add_external(struct cma_catalog_builder *b, const char *metric,
+                                               size_t metric_len, const char *series,
+                                               size_t series_len, const struct cma_rule *rule);
+size_t cma_catalog_builder_count(const struct cma_catalog_builder *b);
+/* Finishes the snapshot (sorts entries, encodes discovery documents) and frees the builder, also
+ * on failure. Caller owns one reference. */
+enum cma_errc cma_catalog_build(struct cma_catalog_builder *b, int64_t built_wall_ms,
+                                struct cma_catalog **ret, struct cma_err *reterr);
+
+struct cma_catalog *cma_catalog_ref(struct cma_catalog *c);
+void cma_catalog_unref(struct cma_catalog *c);
+
+const struct cma_catalog_entry *cma_catalog_lookup(const struct cma_catalog *c,
+                                                   const struct cma_api_resource *resource,
+                                                   bool namespaced, const char *metric);
+const struct cma_catalog_entry *cma_catalog_lookup_external(const struct cma_catalog *c,
+                                                            const char *metric);
+size_t cma_catalog_count(const struct cma_catalog *c); /* custom entries */
+size_t cma_catalog_count_external(const struct cma_catalog *c);
+const struct cma_catalog_entry *cma_catalog_entry_at(const struct cma_catalog *c, size_t i);
+struct cma_restmapper *cma_catalog_mapper(const struct cma_catalog *c); /* borrowed */
+int64_t cma_catalog_built_ms(const struct cma_catalog *c);
+
+/* The pre-encoded APIResourceList for group/version ("custom.metrics.k8s.io", "v1beta1"...).
+ * NULL for an unknown pair. Borrowed: valid while the snapshot is referenced. */
+const char *cma_catalog_discovery_doc(const struct cma_catalog *c, const char *group,
+                                      const char *version, size_t *ret_len);
+
+/* The store: the current snapshot, replaced atomically. Thread-safe. */
+struct cma_catalog_store;
+enum cma_errc cma_catalog_store_new(struct cma_catalog_store **ret);
+void cma_catalog_store_free(struct cma_catalog_store *s);
+/* Returns a new reference to the current snapshot (NULL before the first publish). */
+struct cma_catalog *cma_catalog_store_get(struct cma_catalog_store *s);
+/* Publishes c (takes the caller's reference) and drops the store's reference to the old one. */
+void cma_catalog_store_publish(struct cma_catalog_store *s, struct cma_catalog *c);
+
+#endif

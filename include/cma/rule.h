@@ -1,0 +1,106 @@
+/* rule.h: compiled, immutable rules: prometheus-adapter's DiscoveryRule split into its parts —
+ * naming (seriesFilters + name.matches/as: series name ↔ API metric name), resource mapping
+ * (resources.overrides/template: Prometheus label ↔ group-resource) and the metricsQuery
+ * template — plus the resourceRules templates. Built once by main from struct cma_config, which
+ * must outlive the ruleset; read concurrently by discovery and request threads.
+ * Compile errors carry the config position of the offending value ("file:line:column"). */
+#ifndef CMA_RULE_H
+#define CMA_RULE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cma/buf.h"
+#include "cma/err.h"
+
+struct cma_config;
+struct cma_config_rule;
+struct cma_config_resources;
+struct cma_api_resource;
+struct cma_restmapper;
+struct cma_template;
+struct cma_naming;
+struct cma_resmap;
+
+/* ---- naming.c ---- */
+
+/* Compiles seriesFilters and name.matches/as of one rule. Errors: bad regex, both/neither of
+ * is/isNot, matches with 2+ groups and no `as`. */
+enum cma_errc cma_naming_compile(const struct cma_config_rule *cfg, struct cma_naming **ret,
+                                 struct cma_err *reterr);
+void cma_naming_free(struct cma_naming *n);
+/* True when every seriesFilter and the implicit `is: name.matches` accept the series name
+ * (unanchored search, as Go's MatchString). */
+bool cma_naming_accepts(const struct cma_naming *n, const char *series, size_t len);
+/* Appends the API metric name for a series name: the expansion of `as` over the leftmost match
+ * of `matches` (only the expansion, as prometheus-adapter). CMA_ERR_RULE when `matches` does not
+ * match or the expansion is empty or not a valid path segment. */
+enum cma_errc cma_naming_metric_name(const struct cma_naming *n, const char *series, size_t len,
+                                     struct cma_buf *out, struct cma_err *reterr);
+/* True when `as` is a constant (no `$`): every series collapses onto one metric name. */
+bool cma_naming_is_constant(const struct cma_naming *n);
+
+/* ---- resmap.c ---- */
+
+/* Compiles resources.overrides and resources.template. The template must use .Resource. */
+enum cma_errc cma_resmap_compile(const struct cma_config_resources *cfg, struct cma_resmap **ret,
+                                 struct cma_err *reterr);
+void cma_resmap_free(struct cma_resmap *rm);
+/* Label → resource (discovery direction): an override, else the template's reverse regex
+ * (^…$, Group/Resource captured lazily) normalised through the mapper. NULL when the label
+ * names no known resource. */
+const struct cma_api_resource *cma_resmap_resource_for_label(const struct cma_resmap *rm,
+                                                             const struct cma_restmapper *m,
+                                                             const char *label, size_t len);
+/* Resource → label (query direction): an override whose resource normalises to `res`, else the
+ * template rendered with Group (dots and dashes → '_') and Resource (singular). CMA_ERR_RULE
+ * "no label maps to <gr>" when neither exists. Appends to out. */
+enum cma_errc cma_resmap_label_for_resource(const struct cma_resmap *rm,
+                                            const struct cma_restmapper *m,
+                                            const struct cma_api_resource *res,
+                                            struct cma_buf *out, struct cma_err *reterr);
+/* True when the mapping has neither overrides nor a template. */
+bool cma_resmap_is_empty(const struct cma_resmap *rm);
+
+/* ---- rule.c ---- */
+
+enum cma_rule_kind { CMA_RULE_CUSTOM, CMA_RULE_EXTERNAL };
+
+struct cma_rule {
+    enum cma_rule_kind kind;
+    size_t index; /* position in rules / externalRules */
+    const struct cma_config_rule *cfg;
+    const char *series_query;
+    struct cma_naming *naming;
+    struct cma_resmap *resmap;
+    struct cma_template *metrics_query;
+    bool namespaced; /* resources.namespaced (external rules only) */
+};
+
+struct cma_resource_query {
+    struct cma_template *container_query; /* NULL when not set */
+    struct cma_template *node_query;
+    struct cma_resmap *resmap;
+    const char *container_label;
+};
+
+struct cma_ruleset {
+    struct cma_rule *rules; /* custom */
+    size_t n_rules;
+    struct cma_rule *external_rules;
+    size_t n_external_rules;
+    bool has_resource_rules;
+    struct cma_resource_query cpu, memory;
+    long long window_ms;
+    char **warnings; /* load-time warnings for main to log ("file:line:col: ...") */
+    size_t n_warnings;
+};
+
+/* Compiles every rule of cfg; the first error stops and carries its position. */
+enum cma_errc cma_ruleset_compile(const struct cma_config *cfg, struct cma_ruleset **ret,
+                                  struct cma_err *reterr);
+void cma_ruleset_free(struct cma_ruleset *rs);
+
+/* Template data for resources.template rendering: Group and Resource. (internal to rules) */
+
+#endif
