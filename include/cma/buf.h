@@ -29,7 +29,8 @@ enum cma_errc cma_buf_appends(struct cma_buf *b, const char *s);
 enum cma_errc cma_buf_appendc(struct cma_buf *b, char c);
 enum cma_errc cma_buf_printf(struct cma_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-enum cma_errc cma_buf_vprintf(struct cma_buf *b, const char *fmt, va_list ap);
+enum cma_errc cma_buf_vprintf(struct cma_buf *b, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 /* Sets len to 0 and keeps the memory for reuse. */
 void cma_buf_clear(struct cma_buf *b);

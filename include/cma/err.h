@@ -71,7 +71,8 @@ void cma_err_clear(struct cma_err *err);
  * `return cma_err_set(reterr, CMA_ERR_X, "...")`. */
 enum cma_errc cma_err_set(struct cma_err *err, enum cma_errc code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-enum cma_errc cma_err_vset(struct cma_err *err, enum cma_errc code, const char *fmt, va_list ap);
+enum cma_errc cma_err_vset(struct cma_err *err, enum cma_errc code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* Same, with a position (file may be NULL or ""). */
 enum cma_errc cma_err_set_at(struct cma_err *err, enum cma_errc code, const char *file,

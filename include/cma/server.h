@@ -36,6 +36,19 @@ const char *cma_request_query(const struct cma_request *req, const char *key);
 /* A request header (case-insensitive), NULL when absent. */
 const char *cma_request_header(const struct cma_request *req, const char *name);
 
+/* Client certificate presented in this connection's TLS handshake (requested, never required,
+ * never verified by the server: authenticators verify it). The DER bytes are borrowed from the
+ * TLS session and stay valid until the handler returns. */
+bool cma_request_has_peer_cert(const struct cma_request *req);
+/* The client's leaf certificate; CMA_ERR_NOT_FOUND (with *der NULL, *len 0) when none. */
+enum cma_errc cma_request_peer_cert_der(const struct cma_request *req, const unsigned char **der,
+                                        size_t *len);
+/* Number of certificates the client sent (leaf first, then its intermediates); 0 when none. */
+size_t cma_request_peer_chain_len(const struct cma_request *req);
+/* Certificate `index` of that chain (0 = leaf); CMA_ERR_NOT_FOUND past the end. */
+enum cma_errc cma_request_peer_chain_der(const struct cma_request *req, size_t index,
+                                         const unsigned char **der, size_t *len);
+
 struct cma_response {
     int status;               /* default 200 */
     const char *content_type; /* default "application/json"; must be a string literal */

@@ -26,6 +26,8 @@ bool cma_log_enabled(int v)
     return atomic_load(&log_verbosity) >= v;
 }
 
+static void vlog(char letter, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+
 static void vlog(char letter, const char *fmt, va_list ap)
 {
     char line[4096];

@@ -1,2 +1,756 @@
-/* server.c: not written yet (placeholder so the stage library links). */
-typedef int cma_placeholder_server;
+/* server.c: the HTTPS server on libmicrohttpd 0.9.75 + GnuTLS; the only <microhttpd.h> user.
+ * Owns the daemon, TLS options (priorities, client-certificate request), raw-path and query
+ * handling, per-request state, body limits and the common response headers.
+ *
+ * DESIGN
+ * - One thread per connection (MHD_USE_THREAD_PER_CONNECTION with poll(), so descriptors above
+ *   FD_SETSIZE work). The handler runs on the connection's thread; the server struct is
+ *   read-only after start, so no lock is needed.
+ * - Raw paths: MHD_OPTION_UNESCAPE_CALLBACK is a no-op, so `url` and the query arguments arrive
+ *   still percent-encoded. MHD itself turns '+' into ' ' in query arguments before calling it
+ *   (MHD_parse_arguments_: MHD_unescape_plus, then the callback); we then percent-decode keys
+ *   and values with plus_is_space=false, so "%2B" becomes a literal '+'. A malformed escape or
+ *   an encoded NUL in the query gives 400.
+ * - Per-request state lives in *con_cls: the first call creates it (and rejects a declared body
+ *   over 1 MiB at once, before any "100 Continue"; MHD then closes the connection), upload
+ *   calls count and discard the body (a chunked one over 1 MiB is answered 413 at its end, one
+ *   over 16 MiB gets the connection closed), the final call (no upload data) runs the handler.
+ *   MHD_OPTION_NOTIFY_COMPLETED frees it.
+ * - Client certificates are requested, never required: MHD 0.9.75 calls
+ *   gnutls_certificate_server_set_request(GNUTLS_CERT_REQUEST) on every session only when
+ *   MHD_OPTION_HTTPS_MEM_TRUST is set (daemon.c, new_connection_prepare_), and never verifies
+ *   the peer. So the trust list is always set: the client CA bundle when given, else the
+ *   serving certificate file itself. Its CA names are sent in the CertificateRequest.
+ * - No ALPN (MHD_OPTION_TLS_NO_ALPN): h2 is never offered, clients fall back to HTTP/1.1.
+ * - TLS priorities: min version → "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"...; Go cipher
+ *   suite names → GnuTLS key exchanges, ciphers and MACs (see suite_map). GnuTLS cannot list
+ *   TLS 1.2 suites one by one, so the named parts are allowed in every combination; TLS 1.3
+ *   keeps its AEAD suites, as Go's TLS 1.3 suites are not configurable either.
+ * - TLS material is checked with GnuTLS before the daemon starts, so a bad key or CA bundle is
+ *   a CMA_ERR_TLS with GnuTLS's reason instead of a bare start failure.
+ * - MHD's own log lines go to our log: as errors while starting, at --v=2 afterwards (they are
+ *   mostly about misbehaving clients: failed handshakes, resets). */
+#include "cma/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <gnutls/gnutls.h>
+#include <microhttpd.h>
+
+#include "cma/clock.h"
+#include "cma/log.h"
+#include "cma/str.h"
+
+#define MAX_BODY_BYTES ((size_t)1 << 20)
+/* A body that grows past the limit is discarded up to this much, then the connection closes. */
+#define MAX_DISCARD_BYTES ((size_t)16 << 20)
+#define MAX_PEM_BYTES ((size_t)4 << 20)
+#define DEFAULT_MAX_CONNECTIONS 1000u
+#define DEFAULT_TIMEOUT_S 120u
+/* Request line + headers must fit here (label selectors can be long). */
+#define CONNECTION_MEMORY_BYTES ((size_t)128 << 10)
+#define MAX_QUERY_PARAMS 1024
+#define LOG_LINE_MAX 512
+
+struct cma_server {
+    struct MHD_Daemon *daemon;
+    cma_handler_fn handler;
+    void *app;
+    int port;
+    char *cert_pem;
+    char *key_pem;
+    size_t key_len;
+    char *trust_pem;
+    char *priorities;
+    atomic_bool started;            /* MHD log lines: errors before, --v=2 after */
+    pthread_mutex_t start_msg_lock; /* guards start_msg */
+    char start_msg[LOG_LINE_MAX];   /* last MHD log line while starting */
+};
+
+struct request_state {
+    struct cma_request req;
+    size_t body_bytes;   /* counted (and discarded) body bytes */
+    bool body_too_large; /* past MAX_BODY_BYTES */
+    bool responded;      /* a response was queued for this request */
+    size_t query_cap;
+};
+
+static const char STATUS_413[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+    "\"message\":\"request body too large\",\"reason\":\"RequestEntityTooLarge\",\"code\":413}";
+static const char STATUS_400_QUERY[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+    "\"message\":\"malformed query string\",\"reason\":\"BadRequest\",\"code\":400}";
+static const char STATUS_500_NOMEM[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+    "\"message\":\"out of memory\",\"reason\":\"InternalError\",\"code\":500}";
+
+static const char STATUS_500_STATUS[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+    "\"message\":\"invalid response status\",\"reason\":\"InternalError\",\"code\":500}";
+
+/* ----- request accessors ----- */
+
+const char *cma_request_query(const struct cma_request *req, const char *key)
+{
+    if (!req || !key)
+        return NULL;
+    for (size_t i = 0; i < req->n_query; i++) {
+        if (strcmp(req->query[i].key, key) == 0)
+            return req->query[i].value;
+    }
+    return NULL;
+}
+
+const char *cma_request_header(const struct cma_request *req, const char *name)
+{
+    if (!req || !req->conn || !name)
+        return NULL;
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+static const gnutls_datum_t *peer_chain(const struct cma_request *req, unsigned *ret_n)
+{
+    *ret_n = 0;
+    if (!req || !req->conn)
+        return NULL;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (!ci || !ci->tls_session)
+        return NULL;
+    gnutls_session_t session = ci->tls_session;
+    if (gnutls_certificate_type_get2(session, GNUTLS_CTYPE_PEERS) != GNUTLS_CRT_X509)
+        return NULL;
+    unsigned n = 0;
+    const gnutls_datum_t *chain = gnutls_certificate_get_peers(session, &n);
+    if (!chain || n == 0)
+        return NULL;
+    *ret_n = n;
+    return chain;
+}
+
+size_t cma_request_peer_chain_len(const struct cma_request *req)
+{
+    unsigned n;
+    peer_chain(req, &n);
+    return n;
+}
+
+bool cma_request_has_peer_cert(const struct cma_request *req)
+{
+    return cma_request_peer_chain_len(req) > 0;
+}
+
+enum cma_errc cma_request_peer_chain_der(const struct cma_request *req, size_t index,
+                                         const unsigned char **der, size_t *len)
+{
+    unsigned n;
+    const gnutls_datum_t *chain = peer_chain(req, &n);
+    if (der)
+        *der = NULL;
+    if (len)
+        *len = 0;
+    if (!chain || index >= n || chain[index].size == 0)
+        return CMA_ERR_NOT_FOUND;
+    if (der)
+        *der = chain[index].data;
+    if (len)
+        *len = chain[index].size;
+    return CMA_OK;
+}
+
+enum cma_errc cma_request_peer_cert_der(const struct cma_request *req, const unsigned char **der,
+                                        size_t *len)
+{
+    return cma_request_peer_chain_der(req, 0, der, len);
+}
+
+/* ----- TLS options ----- */
+
+/* Go crypto/tls names (and their legacy aliases) → GnuTLS priority parts. kx NULL: a TLS 1.3
+ * suite, which Go accepts in the list and ignores (its TLS 1.3 suites are fixed). */
+struct suite_map {
+    const char *go_name;
+    const char *kx;
+    const char *cipher;
+    const char *mac;
+};
+
+static const struct suite_map suite_map[] = {
+    {"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "ECDHE-ECDSA", "AES-128-GCM", "AEAD"},
+    {"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "ECDHE-ECDSA", "AES-256-GCM", "AEAD"},
+    {"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "ECDHE-RSA", "AES-128-GCM", "AEAD"},
+    {"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "ECDHE-RSA", "AES-256-GCM", "AEAD"},
+    {"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "ECDHE-ECDSA", "CHACHA20-POLY1305", "AEAD"},
+    {"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305", "ECDHE-ECDSA", "CHACHA20-POLY1305", "AEAD"},
+    {"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256", "ECDHE-RSA", "CHACHA20-POLY1305", "AEAD"},
+    {"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305", "ECDHE-RSA", "CHACHA20-POLY1305", "AEAD"},
+    {"TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", "ECDHE-ECDSA", "AES-128-CBC", "SHA1"},
+    {"TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA", "ECDHE-ECDSA", "AES-256-CBC", "SHA1"},
+    {"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", "ECDHE-RSA", "AES-128-CBC", "SHA1"},
+    {"TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", "ECDHE-RSA", "AES-256-CBC", "SHA1"},
+    {"TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", "ECDHE-ECDSA", "AES-128-CBC", "SHA256"},
+    {"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", "ECDHE-RSA", "AES-128-CBC", "SHA256"},
+    {"TLS_RSA_WITH_AES_128_GCM_SHA256", "RSA", "AES-128-GCM", "AEAD"},
+    {"TLS_RSA_WITH_AES_256_GCM_SHA384", "RSA", "AES-256-GCM", "AEAD"},
+    {"TLS_RSA_WITH_AES_128_CBC_SHA", "RSA", "AES-128-CBC", "SHA1"},
+    {"TLS_RSA_WITH_AES_256_CBC_SHA", "RSA", "AES-256-CBC", "SHA1"},
+    {"TLS_RSA_WITH_AES_128_CBC_SHA256", "RSA", "AES-128-CBC", "SHA256"},
+    {"TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA", "ECDHE-RSA", "3DES-CBC", "SHA1"},
+    {"TLS_RSA_WITH_3DES_EDE_CBC_SHA", "RSA", "3DES-CBC", "SHA1"},
+    {"TLS_AES_128_GCM_SHA256", NULL, NULL, NULL},
+    {"TLS_AES_256_GCM_SHA384", NULL, NULL, NULL},
+    {"TLS_CHACHA20_POLY1305_SHA256", NULL, NULL, NULL},
+};
+
+static bool has_part(const char *s, const char *part)
+{
+    size_t n = strlen(part);
+    for (const char *p = strstr(s, ":+"); p; p = strstr(p + 1, ":+")) {
+        if (strncmp(p + 2, part, n) == 0 && (p[2 + n] == ':' || p[2 + n] == '\0'))
+            return true;
+    }
+    return false;
+}
+
+/* Appends ":+<part>" unless that element is already there. */
+static enum cma_errc add_part(struct cma_buf *b, const char *part)
+{
+    if (has_part(cma_buf_str(b), part))
+        return CMA_OK;
+    return cma_buf_printf(b, ":+%s", part);
+}
+
+static const char *versions_for(const char *min_version)
+{
+    if (!min_version || !*min_version || strcmp(min_version, "VersionTLS12") == 0)
+        return "-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
+    if (strcmp(min_version, "VersionTLS13") == 0)
+        return "-VERS-ALL:+VERS-TLS1.3";
+    if (strcmp(min_version, "VersionTLS11") == 0)
+        return "-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:+VERS-TLS1.1";
+    if (strcmp(min_version, "VersionTLS10") == 0)
+        return "-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:+VERS-TLS1.1:+VERS-TLS1.0";
+    return NULL;
+}
+
+static enum cma_errc add_suites(struct cma_buf *b, const char *suites, struct cma_err *reterr)
+{
+    enum cma_errc rc = cma_buf_appends(b, ":-KX-ALL:-CIPHER-ALL:-MAC-ALL");
+    /* TLS 1.3's suites stay as GnuTLS's defaults (Go's are not configurable either). */
+    static const char *const tls13[] = {"AES-256-GCM", "CHACHA20-POLY1305", "AES-128-GCM", "AEAD"};
+    for (size_t i = 0; rc == CMA_OK && i < sizeof tls13 / sizeof tls13[0]; i++)
+        rc = add_part(b, tls13[i]);
+    const char *p = suites;
+    while (rc == CMA_OK && *p) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        const char *end = p;
+        while (*end && *end != ',')
+            end++;
+        size_t len = (size_t)(end - p);
+        while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
+        if (len == 0)
+            break;
+        const struct suite_map *m = NULL;
+        for (size_t i = 0; i < sizeof suite_map / sizeof suite_map[0]; i++) {
+            if (strlen(suite_map[i].go_name) == len && memcmp(suite_map[i].go_name, p, len) == 0)
+                m = &suite_map[i];
+        }
+        if (!m)
+            return cma_err_set(reterr, CMA_ERR_TLS,
+                               "--tls-cipher-suites: unknown or unsupported cipher suite \"%.*s\"",
+                               (int)(len > 100 ? 100 : len), p);
+        if (m->kx) {
+            rc = add_part(b, m->kx);
+            if (rc == CMA_OK)
+                rc = add_part(b, m->cipher);
+            if (rc == CMA_OK)
+                rc = add_part(b, m->mac);
+        }
+        p = end;
+    }
+    if (rc != CMA_OK)
+        return cma_err_set(reterr, rc, "cannot build the TLS priority string");
+    return CMA_OK;
+}
+
+/* Builds and checks the GnuTLS priority string; caller frees *ret. */
+static enum cma_errc build_priorities(const struct cma_server_config *cfg, char **ret,
+                                      struct cma_err *reterr)
+{
+    const char *versions = versions_for(cfg->tls_min_version);
+    if (!versions)
+        return cma_err_set(reterr, CMA_ERR_TLS,
+                           "--tls-min-version: \"%s\" is not one of VersionTLS10, VersionTLS11, "
+                           "VersionTLS12, VersionTLS13",
+                           cfg->tls_min_version);
+    struct cma_buf b;
+    cma_buf_init(&b, 4096);
+    enum cma_errc rc = cma_buf_printf(&b, "NORMAL:%s", versions);
+    if (rc != CMA_OK) {
+        cma_buf_done(&b);
+        return cma_err_set(reterr, rc, "cannot build the TLS priority string");
+    }
+    if (cfg->tls_cipher_suites && *cfg->tls_cipher_suites) {
+        rc = add_suites(&b, cfg->tls_cipher_suites, reterr);
+        if (rc != CMA_OK) {
+            cma_buf_done(&b);
+            return rc;
+        }
+    }
+    gnutls_priority_t prio;
+    const char *err_pos = NULL;
+    int grc = gnutls_priority_init(&prio, cma_buf_str(&b), &err_pos);
+    if (grc != GNUTLS_E_SUCCESS) {
+        cma_err_set(reterr, CMA_ERR_TLS, "TLS priority \"%s\" rejected at \"%s\": %s",
+                    cma_buf_str(&b), err_pos ? err_pos : "", gnutls_strerror(grc));
+        cma_buf_done(&b);
+        return CMA_ERR_TLS;
+    }
+    gnutls_priority_deinit(prio);
+    char *s = cma_buf_take(&b);
+    if (!s)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    *ret = s;
+    return CMA_OK;
+}
+
+static enum cma_errc read_pem(const char *what, const char *path, char **ret, size_t *ret_len,
+                              struct cma_err *reterr)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cma_err_set(reterr, CMA_ERR_TLS, "cannot open %s %s: %s", what, path,
+                           strerror(errno));
+    struct cma_buf b;
+    cma_buf_init(&b, MAX_PEM_BYTES);
+    char chunk[4096];
+    enum cma_errc rc = CMA_OK;
+    size_t n;
+    while (rc == CMA_OK && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        rc = cma_buf_append(&b, chunk, n);
+    bool read_error = ferror(f) != 0;
+    fclose(f);
+    explicit_bzero(chunk, sizeof chunk);
+    if (rc == CMA_OK && read_error)
+        rc = cma_err_set(reterr, CMA_ERR_TLS, "cannot read %s %s", what, path);
+    else if (rc == CMA_ERR_TOO_LARGE)
+        rc = cma_err_set(reterr, CMA_ERR_TLS, "%s %s is larger than %zu bytes", what, path,
+                         MAX_PEM_BYTES);
+    else if (rc != CMA_OK)
+        rc = cma_err_set(reterr, rc, "cannot read %s %s: out of memory", what, path);
+    if (rc == CMA_OK && b.len == 0)
+        rc = cma_err_set(reterr, CMA_ERR_TLS, "%s %s is empty", what, path);
+    if (rc == CMA_OK && memchr(b.ptr, '\0', b.len))
+        rc = cma_err_set(reterr, CMA_ERR_TLS, "%s %s is not PEM text", what, path);
+    if (rc != CMA_OK) {
+        if (b.ptr)
+            explicit_bzero(b.ptr, b.len);
+        cma_buf_done(&b);
+        return rc;
+    }
+    *ret_len = b.len;
+    *ret = cma_buf_take(&b);
+    return CMA_OK;
+}
+
+/* Loads the PEM material into a throw-away GnuTLS credential to report problems precisely. */
+static enum cma_errc check_tls_material(const struct cma_server *s,
+                                        const struct cma_server_config *cfg, struct cma_err *reterr)
+{
+    gnutls_certificate_credentials_t cred;
+    if (gnutls_certificate_allocate_credentials(&cred) != GNUTLS_E_SUCCESS)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    gnutls_datum_t cert = {(unsigned char *)s->cert_pem, (unsigned)strlen(s->cert_pem)};
+    gnutls_datum_t key = {(unsigned char *)s->key_pem, (unsigned)s->key_len};
+    gnutls_datum_t trust = {(unsigned char *)s->trust_pem, (unsigned)strlen(s->trust_pem)};
+    enum cma_errc rc = CMA_OK;
+    int grc = gnutls_certificate_set_x509_key_mem(cred, &cert, &key, GNUTLS_X509_FMT_PEM);
+    if (grc < 0)
+        rc = cma_err_set(reterr, CMA_ERR_TLS, "cannot use certificate %s with key %s: %s",
+                         cfg->cert_file, cfg->key_file, gnutls_strerror(grc));
+    if (rc == CMA_OK) {
+        grc = gnutls_certificate_set_x509_trust_mem(cred, &trust, GNUTLS_X509_FMT_PEM);
+        if (grc <= 0)
+            rc = cma_err_set(reterr, CMA_ERR_TLS, "no usable CA certificate in %s%s%s",
+                             cfg->client_ca_file ? cfg->client_ca_file : cfg->cert_file,
+                             grc < 0 ? ": " : "", grc < 0 ? gnutls_strerror(grc) : "");
+    }
+    gnutls_certificate_free_credentials(cred);
+    return rc;
+}
+
+/* ----- MHD callbacks ----- */
+
+__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    struct cma_server *s = cls;
+    char line[LOG_LINE_MAX];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
+        line[--n] = '\0';
+    if (atomic_load(&s->started)) {
+        cma_log_v(2, "https: %s", line);
+        return;
+    }
+    pthread_mutex_lock(&s->start_msg_lock);
+    memcpy(s->start_msg, line, n + 1);
+    pthread_mutex_unlock(&s->start_msg_lock);
+    cma_log_error("https: %s", line);
+}
+
+/* Leaves paths and query arguments percent-encoded (see DESIGN). */
+static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    return strlen(s);
+}
+
+static void free_state(struct request_state *st)
+{
+    if (!st)
+        return;
+    for (size_t i = 0; i < st->req.n_query; i++) {
+        free(st->req.query[i].key);
+        free(st->req.query[i].value);
+    }
+    free(st->req.query);
+    free(st);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    free_state(*con_cls);
+    *con_cls = NULL;
+}
+
+struct query_ctx {
+    struct request_state *st;
+    enum cma_errc rc;
+};
+
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     size_t key_size, const char *value, size_t value_size)
+{
+    (void)kind;
+    struct query_ctx *q = cls;
+    struct request_state *st = q->st;
+    if (st->req.n_query >= MAX_QUERY_PARAMS) {
+        q->rc = CMA_ERR_BAD_REQUEST;
+        return MHD_NO;
+    }
+    if (st->req.n_query == st->query_cap) {
+        size_t cap = st->query_cap ? st->query_cap * 2 : 8;
+        struct cma_kv *grown = realloc(st->req.query, cap * sizeof *grown);
+        if (!grown) {
+            q->rc = CMA_ERR_NOMEM;
+            return MHD_NO;
+        }
+        st->req.query = grown;
+        st->query_cap = cap;
+    }
+    char *k = NULL;
+    char *v = NULL;
+    q->rc = cma_percent_decode(key ? key : "", key ? key_size : 0, false, &k, NULL);
+    if (q->rc == CMA_OK)
+        q->rc = cma_percent_decode(value ? value : "", value ? value_size : 0, false, &v, NULL);
+    if (q->rc != CMA_OK) {
+        free(k);
+        return MHD_NO;
+    }
+    st->req.query[st->req.n_query].key = k;
+    st->req.query[st->req.n_query].value = v;
+    st->req.n_query++;
+    return MHD_YES;
+}
+
+/* Copies `s` for a log line with control bytes replaced, at most out_len-1 bytes. */
+static const char *printable(const char *s, char *out, size_t out_len)
+{
+    size_t i = 0;
+    for (; s && s[i] && i + 1 < out_len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        out[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    out[i] = '\0';
+    return out;
+}
+
+/* Queues body (taken from `body`) with our headers; always empties `body`. */
+static enum MHD_Result send_reply(struct request_state *st, int status, const char *content_type,
+                                  struct cma_buf *body)
+{
+    struct MHD_Connection *conn = st->req.conn;
+    size_t len = body->len;
+    char *data = cma_buf_take(body);
+    if (!data)
+        return MHD_NO;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(data);
+        return MHD_NO;
+    }
+    const char *audit_id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Audit-Id");
+    bool ok =
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                content_type ? content_type : "application/json") == MHD_YES &&
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache, private") ==
+            MHD_YES &&
+        MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff") == MHD_YES &&
+        (!audit_id || MHD_add_response_header(resp, "Audit-Id", audit_id) == MHD_YES);
+    enum MHD_Result ret = ok ? MHD_queue_response(conn, (unsigned)status, resp) : MHD_NO;
+    MHD_destroy_response(resp);
+    if (ret == MHD_YES)
+        st->responded = true;
+    if (cma_log_enabled(6)) {
+        char path[256];
+        cma_log_v(6, "%s %s %d %lldms%s", st->req.method ? st->req.method : "?",
+                  printable(st->req.path, path, sizeof path), status,
+                  (long long)(cma_clock_mono_ms() - st->req.start_mono_ms),
+                  ret == MHD_YES ? "" : " (not sent)");
+    }
+    return ret;
+}
+
+static enum MHD_Result send_static(struct request_state *st, int status, const char *json)
+{
+    struct cma_buf body;
+    cma_buf_init(&body, 0);
+    if (cma_buf_appends(&body, json) != CMA_OK)
+        return MHD_NO;
+    return send_reply(st, status, "application/json", &body);
+}
+
+/* True when a Content-Length header announces more than `limit` bytes. */
+static bool declared_length_over(struct MHD_Connection *conn, size_t limit)
+{
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!cl)
+        return false;
+    size_t v = 0;
+    for (const char *p = cl; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false; /* MHD answers malformed lengths itself */
+        if (v > (SIZE_MAX - 9) / 10)
+            return true;
+        v = v * 10 + (size_t)(*p - '0');
+    }
+    return v > limit;
+}
+
+static enum MHD_Result run_handler(struct cma_server *s, struct request_state *st)
+{
+    struct query_ctx q = {st, CMA_OK};
+    MHD_get_connection_values_n(st->req.conn, MHD_GET_ARGUMENT_KIND, collect_query, &q);
+    if (q.rc == CMA_ERR_NOMEM)
+        return send_static(st, 500, STATUS_500_NOMEM);
+    if (q.rc != CMA_OK)
+        return send_static(st, 400, STATUS_400_QUERY);
+    struct cma_response resp = {.status = 200, .content_type = "application/json"};
+    cma_buf_init(&resp.body, CMA_BUF_DEFAULT_MAX);
+    s->handler(s->app, &st->req, &resp);
+    int status = resp.status;
+    if (status < 100 || status > 599) {
+        cma_log_error("https: handler for %s returned HTTP status %d; answering 500",
+                      st->req.method, status);
+        cma_buf_done(&resp.body);
+        return send_static(st, 500, STATUS_500_STATUS);
+    }
+    return send_reply(st, status, resp.content_type, &resp.body);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    (void)version;
+    (void)upload_data;
+    struct cma_server *s = cls;
+    struct request_state *st = *con_cls;
+    if (!st) {
+        st = calloc(1, sizeof *st);
+        if (!st)
+            return MHD_NO;
+        st->req.method = method;
+        st->req.path = url;
+        st->req.conn = conn;
+        st->req.start_mono_ms = cma_clock_mono_ms();
+        *con_cls = st;
+        if (declared_length_over(conn, MAX_BODY_BYTES)) {
+            st->body_too_large = true;
+            return send_static(st, 413, STATUS_413);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0; /* discarded: no handler reads request bodies */
+        /* MHD 0.9.75 refuses a response queued while a body is still arriving, so a body
+         * without a declared length is discarded to its end and answered then; one that goes
+         * on past MAX_DISCARD_BYTES gets the connection closed instead. */
+        if (n > MAX_DISCARD_BYTES - st->body_bytes)
+            return MHD_NO;
+        st->body_bytes += n;
+        if (st->body_bytes > MAX_BODY_BYTES)
+            st->body_too_large = true;
+        return MHD_YES;
+    }
+    if (st->responded)
+        return MHD_YES;
+    if (st->body_too_large)
+        return send_static(st, 413, STATUS_413);
+    return run_handler(s, st);
+}
+
+/* ----- start / stop ----- */
+
+union bind_addr {
+    struct sockaddr sa;
+    struct sockaddr_in v4;
+    struct sockaddr_in6 v6;
+};
+
+static enum cma_errc parse_bind(const char *address, int port, union bind_addr *ret,
+                                unsigned *ret_flags, struct cma_err *reterr)
+{
+    if (port < 0 || port > 65535)
+        return cma_err_set(reterr, CMA_ERR_FLAG, "--secure-port %d is not in 0..65535", port);
+    const char *addr = (address && *address) ? address : "0.0.0.0";
+    memset(ret, 0, sizeof *ret);
+    if (inet_pton(AF_INET, addr, &ret->v4.sin_addr) == 1) {
+        ret->v4.sin_family = AF_INET;
+        ret->v4.sin_port = htons((uint16_t)port);
+        *ret_flags = 0;
+        return CMA_OK;
+    }
+    if (inet_pton(AF_INET6, addr, &ret->v6.sin6_addr) == 1) {
+        ret->v6.sin6_family = AF_INET6;
+        ret->v6.sin6_port = htons((uint16_t)port);
+        bool any = memcmp(&ret->v6.sin6_addr, &in6addr_any, sizeof in6addr_any) == 0;
+        *ret_flags = any ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
+        return CMA_OK;
+    }
+    return cma_err_set(reterr, CMA_ERR_FLAG, "--bind-address \"%s\" is not an IP address", addr);
+}
+
+static void free_server(struct cma_server *s)
+{
+    if (!s)
+        return;
+    free(s->cert_pem);
+    if (s->key_pem) {
+        explicit_bzero(s->key_pem, s->key_len);
+        free(s->key_pem);
+    }
+    free(s->trust_pem);
+    free(s->priorities);
+    pthread_mutex_destroy(&s->start_msg_lock);
+    free(s);
+}
+
+static enum cma_errc load_material(struct cma_server *s, const struct cma_server_config *cfg,
+                                   struct cma_err *reterr)
+{
+    if (!cfg->cert_file || !*cfg->cert_file || !cfg->key_file || !*cfg->key_file)
+        return cma_err_set(reterr, CMA_ERR_TLS, "a serving certificate and key are required");
+    size_t len;
+    enum cma_errc rc = read_pem("certificate", cfg->cert_file, &s->cert_pem, &len, reterr);
+    if (rc == CMA_OK)
+        rc = read_pem("private key", cfg->key_file, &s->key_pem, &s->key_len, reterr);
+    if (rc == CMA_OK && cfg->client_ca_file && *cfg->client_ca_file)
+        rc = read_pem("client CA file", cfg->client_ca_file, &s->trust_pem, &len, reterr);
+    else if (rc == CMA_OK && !(s->trust_pem = cma_strdup(s->cert_pem)))
+        rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    if (rc == CMA_OK)
+        rc = build_priorities(cfg, &s->priorities, reterr);
+    if (rc == CMA_OK)
+        rc = check_tls_material(s, cfg, reterr);
+    return rc;
+}
+
+enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_fn handler,
+                               void *app, struct cma_server **ret, struct cma_err *reterr)
+{
+    if (!cfg || !handler || !ret)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cma_server_start: bad arguments");
+    union bind_addr addr;
+    unsigned family_flags = 0;
+    enum cma_errc rc = parse_bind(cfg->bind_address, cfg->port, &addr, &family_flags, reterr);
+    if (rc != CMA_OK)
+        return rc;
+    struct cma_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    if (pthread_mutex_init(&s->start_msg_lock, NULL) != 0) {
+        free(s);
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot create a mutex");
+    }
+    atomic_init(&s->started, false);
+    s->handler = handler;
+    s->app = app;
+    rc = load_material(s, cfg, reterr);
+    if (rc != CMA_OK) {
+        free_server(s);
+        return rc;
+    }
+    unsigned max_conn = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
+    unsigned timeout_s = cfg->connection_timeout_s ? cfg->connection_timeout_s : DEFAULT_TIMEOUT_S;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_TLS | MHD_USE_ERROR_LOG | family_flags;
+    s->daemon = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, s, MHD_OPTION_SOCK_ADDR, &addr.sa, MHD_OPTION_CONNECTION_LIMIT, max_conn,
+        MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        CONNECTION_MEMORY_BYTES, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, s, MHD_OPTION_HTTPS_MEM_KEY, s->key_pem,
+        MHD_OPTION_HTTPS_MEM_CERT, s->cert_pem, MHD_OPTION_HTTPS_MEM_TRUST, s->trust_pem,
+        MHD_OPTION_HTTPS_PRIORITIES, s->priorities, MHD_OPTION_TLS_NO_ALPN, 1, MHD_OPTION_END);
+    const char *shown = (cfg->bind_address && *cfg->bind_address) ? cfg->bind_address : "0.0.0.0";
+    if (!s->daemon) {
+        pthread_mutex_lock(&s->start_msg_lock);
+        cma_err_set(reterr, CMA_ERR_IO, "cannot serve HTTPS on [%s]:%d: %s", shown, cfg->port,
+                    s->start_msg[0] ? s->start_msg : "libmicrohttpd failed to start");
+        pthread_mutex_unlock(&s->start_msg_lock);
+        free_server(s);
+        return CMA_ERR_IO;
+    }
+    atomic_store(&s->started, true);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? (int)info->port : cfg->port;
+    cma_log_v(1, "serving HTTPS on [%s]:%d", shown, s->port);
+    *ret = s;
+    return CMA_OK;
+}
+
+int cma_server_port(const struct cma_server *s)
+{
+    return s ? s->port : 0;
+}
+
+void cma_server_stop(struct cma_server *s)
+{
+    if (!s)
+        return;
+    if (s->daemon)
+        MHD_stop_daemon(s->daemon);
+    s->daemon = NULL;
+    free_server(s);
+}
