@@ -47,6 +47,11 @@ enum cma_errc cma_kube_discover(struct cma_kube *k, struct cma_api_resources **r
                                 struct cma_err *reterr);
 void cma_api_resources_free(struct cma_api_resources *r);
 
+/* How many groups listed by GET /apis the last successful cma_kube_discover() call skipped
+ * because /apis/<group>/<version> answered an error or an undecodable document (an aggregated
+ * API that is down). For a log line; 0 before any discovery. Thread-safe (atomic). */
+size_t cma_kube_skipped_groups(const struct cma_kube *k);
+
 /* Names of the objects of group/version/resource in `namespace` (NULL/"" = all namespaces) that
  * match `label_selector` (may be NULL/""), in the order the server lists them. Follows
  * `metadata.continue` pages (limit 500). Caller owns the array and strings: free each, then the

@@ -10,7 +10,9 @@
  * Errors: connect/DNS/TLS failures → CMA_ERR_BACKEND_UNAVAILABLE; timeouts →
  * CMA_ERR_BACKEND_TIMEOUT; Prometheus `status:error` bodies → CMA_ERR_BACKEND_ERROR with
  * "<errorType>: <error>" (errorType timeout → BACKEND_TIMEOUT, unavailable → BACKEND_UNAVAILABLE);
- * other HTTP statuses → BACKEND_ERROR "unexpected HTTP status N from <path>: <body start>";
+ * other HTTP statuses → "prometheus answered HTTP N for <path>: <first 200 bytes of body>",
+ * BACKEND_UNAVAILABLE for 502/503/504, BACKEND_ERROR otherwise (401/403 add "check
+ * credentials"); a 400/422/503 with a Prometheus error body is decoded as above;
  * undecodable bodies or bodies over max_response_bytes → CMA_ERR_BACKEND_RESPONSE.
  * At --v=6 each request logs method, URL (without credentials) and status; at --v=8 the body. */
 #ifndef CMA_PROM_H
@@ -113,6 +115,8 @@ enum cma_errc cma_series_parser_feed(struct cma_series_parser *sp, const char *d
                                      struct cma_err *reterr);
 enum cma_errc cma_series_parser_finish(struct cma_series_parser *sp, struct cma_err *reterr);
 size_t cma_series_parser_count(const struct cma_series_parser *sp); /* series seen so far */
+/* Series objects seen so far that had no __name__ (counted in _count, never passed to fn). */
+size_t cma_series_parser_skipped(const struct cma_series_parser *sp);
 void cma_series_parser_free(struct cma_series_parser *sp);
 
 #endif

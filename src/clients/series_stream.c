@@ -1,2 +1,528 @@
-/* series_stream.c: not written yet (placeholder so the stage library links). */
-typedef int cma_placeholder_series_stream;
+/* series_stream.c: the streaming parser of Prometheus /api/v1/series answers (yajl 2), fed
+ * chunk by chunk from the curl write callback, calling back once per series object.
+ *
+ * DESIGN: memory stays flat whatever the number of series. The parser is a small state machine
+ * over yajl events: TOP → ROOT (the answer object) → DATA (the array) → SERIES (one object).
+ * Inside a series object every key and string value is copied into one reusable scratch buffer
+ * (ceiling 1 MiB, at most 1,000 labels); at the object's end the labels are handed to the
+ * callback as views into it and the buffer is cleared, so no series list is ever accumulated.
+ * Keys may come in any order: status/errorType/error are remembered (bounded copies) and judged
+ * in finish(), so `"status":"error"` after the data is still reported, and `data: null` gives
+ * "no metrics retrieved". Any value that is not a string inside a series object is rejected.
+ * Values of other top-level keys ("warnings", unknown ones) are skipped, nesting capped at 64.
+ * yajl buffers a token that spans chunks; to bound that buffer the input is fed in 64 KiB
+ * slices and 2 MiB without a single JSON event is an error. A parser is used by one thread. */
+#include "cma/prom.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yajl/yajl_parse.h>
+
+#include "cma/buf.h"
+#include "cma/str.h"
+#include "internal.h"
+
+#define SERIES_MAX_BYTES ((size_t)1 << 20)
+#define SERIES_MAX_LABELS 1000
+#define SKIP_MAX_DEPTH 64
+#define FEED_SLICE ((size_t)64 << 10)
+#define MAX_BYTES_WITHOUT_EVENT ((size_t)2 << 20)
+#define BAD_JSON "unexpected JSON from prometheus /api/v1/series: "
+
+enum where { W_TOP, W_ROOT, W_DATA, W_SERIES, W_END };
+enum root_key { K_OTHER, K_STATUS, K_DATA, K_ERROR_TYPE, K_ERROR };
+enum data_state { D_ABSENT, D_NULL, D_ARRAY };
+
+struct entry {
+    size_t name_off, name_len, value_off, value_len;
+};
+
+struct cma_series_parser {
+    yajl_handle yajl;
+    cma_series_fn fn;
+    void *ctx;
+    enum where where;
+    enum root_key key;
+    unsigned skip_depth; /* > 0 while skipping a nested value of an unknown key */
+    enum data_state data;
+    /* the series object being read */
+    struct cma_buf scratch;
+    struct entry *entries;
+    size_t n_entries;
+    struct cma_label_view *views;
+    size_t index; /* position of the current object in data[] */
+    size_t count;
+    size_t skipped;
+    /* top-level strings, bounded copies */
+    bool have_status;
+    char status[32];
+    char error_type[64];
+    char error[400];
+    /* failure and input accounting */
+    struct cma_err err;
+    bool failed;
+    bool finished;
+    bool event_seen;
+    size_t bytes_fed;
+    size_t bytes_without_event;
+};
+
+static int fail(struct cma_series_parser *sp, enum cma_errc code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(struct cma_series_parser *sp, enum cma_errc code, const char *fmt, ...)
+{
+    if (!sp->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        cma_err_vset(&sp->err, code, fmt, ap);
+        va_end(ap);
+        sp->failed = true;
+    }
+    return 0;
+}
+
+static int fail_not_string(struct cma_series_parser *sp)
+{
+    const char *name = "?";
+    size_t len = 1;
+    if (sp->n_entries > 0 && sp->scratch.ptr) {
+        const struct entry *e = &sp->entries[sp->n_entries - 1];
+        name = sp->scratch.ptr + e->name_off;
+        len = e->name_len > 64 ? 64 : e->name_len;
+    }
+    return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data[%zu].%.*s is not a string", sp->index,
+                (int)len, name);
+}
+
+static int fail_scratch(struct cma_series_parser *sp, enum cma_errc rc)
+{
+    if (rc == CMA_ERR_NOMEM)
+        return fail(sp, CMA_ERR_NOMEM, "out of memory");
+    return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data[%zu] is over %zu bytes", sp->index,
+                SERIES_MAX_BYTES);
+}
+
+static void copy_bounded(char *dst, size_t dst_len, const unsigned char *s, size_t len)
+{
+    if (len >= dst_len)
+        len = dst_len - 1;
+    memcpy(dst, s, len);
+    dst[len] = '\0';
+}
+
+/* A scalar (null, bool, number) anywhere. */
+static int on_scalar(struct cma_series_parser *sp, bool is_null)
+{
+    sp->event_seen = true;
+    if (sp->skip_depth > 0)
+        return 1;
+    switch (sp->where) {
+    case W_TOP:
+        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "the answer is not an object");
+    case W_ROOT:
+        if (sp->key == K_DATA) {
+            if (is_null) {
+                sp->data = D_NULL;
+                return 1;
+            }
+            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data is not an array");
+        }
+        if (sp->key == K_STATUS)
+            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "status is not a string");
+        return 1;
+    case W_DATA:
+        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data[%zu] is not an object", sp->index);
+    case W_SERIES:
+        return fail_not_string(sp);
+    case W_END:
+        break;
+    }
+    return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "a value after the end of the answer");
+}
+
+static int on_null(void *ctx)
+{
+    return on_scalar(ctx, true);
+}
+
+static int on_boolean(void *ctx, int value)
+{
+    (void)value;
+    return on_scalar(ctx, false);
+}
+
+static int on_number(void *ctx, const char *s, size_t len)
+{
+    (void)s;
+    (void)len;
+    return on_scalar(ctx, false);
+}
+
+static int on_string(void *ctx, const unsigned char *s, size_t len)
+{
+    struct cma_series_parser *sp = ctx;
+    sp->event_seen = true;
+    if (sp->skip_depth > 0)
+        return 1;
+    switch (sp->where) {
+    case W_ROOT:
+        switch (sp->key) {
+        case K_STATUS:
+            copy_bounded(sp->status, sizeof(sp->status), s, len);
+            sp->have_status = true;
+            return 1;
+        case K_ERROR_TYPE:
+            copy_bounded(sp->error_type, sizeof(sp->error_type), s, len);
+            return 1;
+        case K_ERROR:
+            copy_bounded(sp->error, sizeof(sp->error), s, len);
+            return 1;
+        case K_DATA:
+            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data is not an array");
+        case K_OTHER:
+            return 1;
+        }
+        return 1;
+    case W_SERIES: {
+        if (memchr(s, '\0', len))
+            return fail(sp, CMA_ERR_BACKEND_RESPONSE,
+                        BAD_JSON "data[%zu] has a label value with a NUL byte", sp->index);
+        struct entry *e = &sp->entries[sp->n_entries - 1];
+        e->value_off = sp->scratch.len;
+        e->value_len = len;
+        enum cma_errc rc = cma_buf_append(&sp->scratch, s, len);
+        if (rc == CMA_OK)
+            rc = cma_buf_appendc(&sp->scratch, '\0');
+        return rc == CMA_OK ? 1 : fail_scratch(sp, rc);
+    }
+    case W_DATA:
+        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data[%zu] is not an object", sp->index);
+    case W_TOP:
+        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "the answer is not an object");
+    case W_END:
+        break;
+    }
+    return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "a value after the end of the answer");
+}
+
+static int start_skip(struct cma_series_parser *sp)
+{
+    sp->skip_depth = 1;
+    return 1;
+}
+
+static int on_start_map(void *ctx)
+{
+    struct cma_series_parser *sp = ctx;
+    sp->event_seen = true;
+    if (sp->skip_depth > 0) {
+        if (++sp->skip_depth > SKIP_MAX_DEPTH)
+            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "values nested over %d deep",
+                        SKIP_MAX_DEPTH);
+        return 1;
+    }
+    switch (sp->where) {
+    case W_TOP:
+        sp->where = W_ROOT;
+        return 1;
+    case W_ROOT:
+        if (sp->key == K_DATA)
+            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data is not an array");
+        if (sp->key == K_STATUS)
+            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "status is not a string");
+        return start_skip(sp);
+    case W_DATA:
+        sp->where = W_SERIES;
+        sp->n_entries = 0;
+        cma_buf_clear(&sp->scratch);
+        return 1;
+    case W_SERIES:
+        return fail_not_string(sp);
+    case W_END:
+        break;
+    }
+    return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "a value after the end of the answer");
+}
+
+static int on_start_array(void *ctx)
+{
+    struct cma_series_parser *sp = ctx;
+    sp->event_seen = true;
+    if (sp->skip_depth > 0) {
+        if (++sp->skip_depth > SKIP_MAX_DEPTH)
+            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "values nested over %d deep",
+                        SKIP_MAX_DEPTH);
+        return 1;
+    }
+    switch (sp->where) {
+    case W_TOP:
+        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "the answer is not an object");
+    case W_ROOT:
+        if (sp->key == K_DATA) {
+            sp->where = W_DATA;
+            sp->data = D_ARRAY;
+            return 1;
+        }
+        if (sp->key == K_STATUS)
+            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "status is not a string");
+        return start_skip(sp);
+    case W_DATA:
+        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data[%zu] is not an object", sp->index);
+    case W_SERIES:
+        return fail_not_string(sp);
+    case W_END:
+        break;
+    }
+    return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "a value after the end of the answer");
+}
+
+static int on_map_key(void *ctx, const unsigned char *s, size_t len)
+{
+    struct cma_series_parser *sp = ctx;
+    sp->event_seen = true;
+    if (sp->skip_depth > 0)
+        return 1;
+    if (sp->where == W_ROOT) {
+        if (len == 6 && memcmp(s, "status", 6) == 0)
+            sp->key = K_STATUS;
+        else if (len == 4 && memcmp(s, "data", 4) == 0)
+            sp->key = K_DATA;
+        else if (len == 9 && memcmp(s, "errorType", 9) == 0)
+            sp->key = K_ERROR_TYPE;
+        else if (len == 5 && memcmp(s, "error", 5) == 0)
+            sp->key = K_ERROR;
+        else
+            sp->key = K_OTHER;
+        return 1;
+    }
+    /* W_SERIES: the only other place yajl gives keys outside a skipped value. */
+    if (sp->n_entries >= SERIES_MAX_LABELS)
+        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data[%zu] has over %d labels",
+                    sp->index, SERIES_MAX_LABELS);
+    if (memchr(s, '\0', len))
+        return fail(sp, CMA_ERR_BACKEND_RESPONSE,
+                    BAD_JSON "data[%zu] has a label name with a NUL byte", sp->index);
+    if (!sp->entries) {
+        sp->entries = calloc(SERIES_MAX_LABELS, sizeof(*sp->entries));
+        sp->views = calloc(SERIES_MAX_LABELS, sizeof(*sp->views));
+        if (!sp->entries || !sp->views)
+            return fail(sp, CMA_ERR_NOMEM, "out of memory");
+    }
+    struct entry *e = &sp->entries[sp->n_entries++];
+    e->name_off = sp->scratch.len;
+    e->name_len = len;
+    e->value_off = 0;
+    e->value_len = 0;
+    enum cma_errc rc = cma_buf_append(&sp->scratch, s, len);
+    if (rc == CMA_OK)
+        rc = cma_buf_appendc(&sp->scratch, '\0');
+    return rc == CMA_OK ? 1 : fail_scratch(sp, rc);
+}
+
+/* End of one series object: hand it to the callback. */
+static int emit_series(struct cma_series_parser *sp)
+{
+    sp->count++;
+    const char *base = sp->scratch.ptr;
+    const struct entry *name = NULL;
+    for (size_t i = 0; i < sp->n_entries; i++) {
+        const struct entry *e = &sp->entries[i];
+        if (e->name_len == 8 && memcmp(base + e->name_off, "__name__", 8) == 0)
+            name = e; /* the last one wins, as in Go's decoder */
+    }
+    if (!name) {
+        sp->skipped++;
+        return 1;
+    }
+    /* An answer that already said status "error" gets no callbacks. */
+    if (sp->have_status && strcmp(sp->status, "error") == 0)
+        return 1;
+    size_t n = 0;
+    for (size_t i = 0; i < sp->n_entries; i++) {
+        const struct entry *e = &sp->entries[i];
+        if (e->name_len == 8 && memcmp(base + e->name_off, "__name__", 8) == 0)
+            continue;
+        sp->views[n].name = base + e->name_off;
+        sp->views[n].name_len = e->name_len;
+        sp->views[n].value = base + e->value_off;
+        sp->views[n].value_len = e->value_len;
+        n++;
+    }
+    if (sp->fn(sp->ctx, base + name->value_off, name->value_len, sp->views, n) != 0)
+        return fail(sp, CMA_ERR_INTERNAL, "series listing stopped by caller");
+    return 1;
+}
+
+static int on_end_map(void *ctx)
+{
+    struct cma_series_parser *sp = ctx;
+    sp->event_seen = true;
+    if (sp->skip_depth > 0) {
+        sp->skip_depth--;
+        return 1;
+    }
+    if (sp->where == W_SERIES) {
+        sp->where = W_DATA;
+        int ok = emit_series(sp);
+        sp->index++;
+        return ok;
+    }
+    sp->where = W_END; /* W_ROOT: yajl only calls end_map where a map is open */
+    return 1;
+}
+
+static int on_end_array(void *ctx)
+{
+    struct cma_series_parser *sp = ctx;
+    sp->event_seen = true;
+    if (sp->skip_depth > 0) {
+        sp->skip_depth--;
+        return 1;
+    }
+    sp->where = W_ROOT; /* W_DATA: the only array not skipped */
+    return 1;
+}
+
+static const yajl_callbacks callbacks = {
+    .yajl_null = on_null,
+    .yajl_boolean = on_boolean,
+    .yajl_number = on_number,
+    .yajl_string = on_string,
+    .yajl_start_map = on_start_map,
+    .yajl_map_key = on_map_key,
+    .yajl_end_map = on_end_map,
+    .yajl_start_array = on_start_array,
+    .yajl_end_array = on_end_array,
+};
+
+enum cma_errc cma_series_parser_new(cma_series_fn fn, void *ctx, struct cma_series_parser **ret)
+{
+    struct cma_series_parser *sp = calloc(1, sizeof(*sp));
+    if (!sp)
+        return CMA_ERR_NOMEM;
+    sp->fn = fn;
+    sp->ctx = ctx;
+    cma_buf_init(&sp->scratch, SERIES_MAX_BYTES);
+    sp->yajl = yajl_alloc(&callbacks, NULL, sp);
+    if (!sp->yajl) {
+        free(sp);
+        return CMA_ERR_NOMEM;
+    }
+    *ret = sp;
+    return CMA_OK;
+}
+
+void cma_series_parser_free(struct cma_series_parser *sp)
+{
+    if (!sp)
+        return;
+    if (sp->yajl)
+        yajl_free(sp->yajl);
+    cma_buf_done(&sp->scratch);
+    free(sp->entries);
+    free(sp->views);
+    free(sp);
+}
+
+size_t cma_series_parser_count(const struct cma_series_parser *sp)
+{
+    return sp ? sp->count : 0;
+}
+
+size_t cma_series_parser_skipped(const struct cma_series_parser *sp)
+{
+    return sp ? sp->skipped : 0;
+}
+
+static enum cma_errc stored_error(const struct cma_series_parser *sp, struct cma_err *reterr)
+{
+    cma_err_copy(reterr, &sp->err);
+    return sp->err.code;
+}
+
+/* Records yajl's own message (without its multi-line context dump). */
+static enum cma_errc yajl_failure(struct cma_series_parser *sp, const unsigned char *chunk,
+                                  size_t len, struct cma_err *reterr)
+{
+    unsigned char *msg = yajl_get_error(sp->yajl, 0, chunk, len);
+    size_t at = sp->bytes_fed + yajl_get_bytes_consumed(sp->yajl);
+    char text[160];
+    cma_clients_snippet(msg ? (const char *)msg : "parse error", msg ? strlen((char *)msg) : 11,
+                        sizeof(text) - 1, text, sizeof(text));
+    if (msg)
+        yajl_free_error(sp->yajl, msg);
+    fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "%s (near byte %zu)", text, at);
+    return stored_error(sp, reterr);
+}
+
+enum cma_errc cma_series_parser_feed(struct cma_series_parser *sp, const char *data, size_t len,
+                                     struct cma_err *reterr)
+{
+    if (sp->failed)
+        return stored_error(sp, reterr);
+    if (sp->finished)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "series parser fed after finish");
+    const unsigned char *p = (const unsigned char *)data;
+    while (len > 0) {
+        size_t n = len < FEED_SLICE ? len : FEED_SLICE;
+        sp->event_seen = false;
+        yajl_status st = yajl_parse(sp->yajl, p, n);
+        if (st == yajl_status_client_canceled || sp->failed)
+            return stored_error(sp, reterr);
+        if (st != yajl_status_ok)
+            return yajl_failure(sp, p, n, reterr);
+        sp->bytes_fed += n;
+        sp->bytes_without_event = sp->event_seen ? 0 : sp->bytes_without_event + n;
+        if (sp->bytes_without_event > MAX_BYTES_WITHOUT_EVENT) {
+            fail(sp, CMA_ERR_BACKEND_RESPONSE,
+                 BAD_JSON "no JSON value ends within %zu bytes (near byte %zu)",
+                 MAX_BYTES_WITHOUT_EVENT, sp->bytes_fed);
+            return stored_error(sp, reterr);
+        }
+        p += n;
+        len -= n;
+    }
+    return CMA_OK;
+}
+
+static enum cma_errc status_error(const struct cma_series_parser *sp, struct cma_err *reterr)
+{
+    enum cma_errc code = CMA_ERR_BACKEND_ERROR;
+    if (strcmp(sp->error_type, "timeout") == 0)
+        code = CMA_ERR_BACKEND_TIMEOUT;
+    else if (strcmp(sp->error_type, "unavailable") == 0)
+        code = CMA_ERR_BACKEND_UNAVAILABLE;
+    if (sp->error_type[0] && sp->error[0])
+        return cma_err_set(reterr, code, "%s: %s", sp->error_type, sp->error);
+    if (sp->error[0] || sp->error_type[0])
+        return cma_err_set(reterr, code, "%s", sp->error[0] ? sp->error : sp->error_type);
+    return cma_err_set(reterr, code, "prometheus answered status \"error\" without a message");
+}
+
+enum cma_errc cma_series_parser_finish(struct cma_series_parser *sp, struct cma_err *reterr)
+{
+    if (sp->failed)
+        return stored_error(sp, reterr);
+    if (sp->finished)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "series parser finished twice");
+    sp->finished = true;
+    yajl_status st = yajl_complete_parse(sp->yajl);
+    if (st == yajl_status_client_canceled || sp->failed)
+        return stored_error(sp, reterr);
+    if (st != yajl_status_ok)
+        return yajl_failure(sp, NULL, 0, reterr);
+    if (!sp->have_status)
+        return cma_err_set(reterr, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "status is missing");
+    if (strcmp(sp->status, "error") == 0)
+        return status_error(sp, reterr);
+    if (strcmp(sp->status, "success") != 0)
+        return cma_err_set(reterr, CMA_ERR_BACKEND_RESPONSE,
+                           BAD_JSON "status \"%s\" is neither success nor error", sp->status);
+    if (sp->data != D_ARRAY)
+        return cma_err_set(reterr, CMA_ERR_BACKEND_RESPONSE, "no metrics retrieved");
+    return CMA_OK;
+}
