@@ -1,0 +1,556 @@
+# shellcheck shell=bash
+# common.sh: what every end-to-end test and the demo source. It owns the per-run temp dir, free
+# ports, starting and stopping the helpers (Prometheus, VictoriaMetrics, the fake kube-apiserver,
+# the adapter), all bound to 127.0.0.1, and the assertions that end in "N passed, N failed".
+#
+# DESIGN: every server is started in its own process group (setsid) and registered; one EXIT trap
+# stops them all (SIGTERM to the group, SIGKILL after 10 s), runs cma_on_exit hooks and removes the
+# temp dir (kept with CMA_KEEP_TMP=1). Scripts that source this must not install their own EXIT
+# trap (use cma_on_exit) and should not use `set -e`: the helpers return non-zero on failure and
+# the assertions count failures instead of aborting. Readiness is always polled against a
+# generous deadline; timings never decide pass or fail.
+#
+# Environment knobs:
+#   CMA_BIN       adapter binary (default build/custom-metrics-adapter, relative to the repo root)
+#   CMA_WRAPPER   command prefix for the adapter, e.g. "valgrind --error-exitcode=99 --leak-check=full"
+#   RELIST, V     --metrics-relist-interval (default 5s) and --v (default 2) for start_adapter
+#   CMA_KEEP_TMP  1 = keep the temp dir; CMA_FIXTURES = recorded kube-apiserver fixtures
+#   CMA_START_TIMEOUT  seconds to wait for a server to become ready (default 60; 180 with a wrapper)
+
+if [ -n "${CMA_COMMON_SOURCED:-}" ]; then
+  return 0
+fi
+CMA_COMMON_SOURCED=1
+
+CMA_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CMA_ROOT=$(cd "$CMA_LIB/../.." && pwd)
+if [ -z "${CMA_FIXTURES:-}" ]; then
+  CMA_FIXTURES=$(cd "$CMA_ROOT/.." && pwd)/shared/fixtures/kube-apiserver
+fi
+export CMA_LIB CMA_ROOT CMA_FIXTURES
+
+CMA_TMP=$(mktemp -d "${TMPDIR:-/tmp}/cma-e2e.XXXXXX") || {
+  echo "common.sh: mktemp failed" >&2
+  exit 1
+}
+export CMA_TMP
+# cma_tmp: prints this run's temp dir (removed on exit unless CMA_KEEP_TMP=1).
+cma_tmp() { printf '%s\n' "$CMA_TMP"; }
+
+_cma_pids=()
+_cma_exit_hooks=()
+# cma_on_exit CMD...: run CMD (eval'd) at exit, before the servers are stopped.
+cma_on_exit() { _cma_exit_hooks+=("$*"); }
+
+cma_log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# _cma_alive PID: true while PID runs (a zombie counts as gone).
+_cma_alive() {
+  local state
+  state=$(sed -n 's/^.*) \(.\).*$/\1/p' "/proc/$1/stat" 2>/dev/null)
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
+# _cma_spawn LOG CMD...: starts CMD in the background in a new process group, output to LOG
+# (appended), stdin from /dev/null; registers it for cleanup; sets _CMA_SPAWNED to its pid (which
+# is also its process group id). Runs in the calling shell so that `wait PID` works later.
+_cma_spawn() {
+  local log=$1
+  shift
+  if [[ $- == *m* ]]; then
+    "$@" >>"$log" 2>&1 </dev/null &
+  else
+    setsid "$@" >>"$log" 2>&1 </dev/null &
+  fi
+  _CMA_SPAWNED=$!
+  _cma_pids+=("$_CMA_SPAWNED")
+}
+
+_cma_forget() {
+  local remaining=() p
+  for p in "${_cma_pids[@]}"; do
+    [ "$p" = "$1" ] || remaining+=("$p")
+  done
+  _cma_pids=("${remaining[@]}")
+}
+
+# cma_stop PID [TIMEOUT_S]: SIGTERM to PID's process group, SIGKILL after TIMEOUT_S (default 10);
+# reaps it and returns its exit status.
+cma_stop() {
+  local pid=$1 timeout=${2:-10} deadline rc
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+  deadline=$((SECONDS + timeout))
+  while _cma_alive "$pid" && [ "$SECONDS" -lt "$deadline" ]; do
+    sleep 0.1
+  done
+  if _cma_alive "$pid"; then
+    cma_log "process $pid ignored SIGTERM for ${timeout}s; sending SIGKILL"
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+  rc=$?
+  kill -KILL -- "-$pid" 2>/dev/null # leftovers of the group, if any
+  _cma_forget "$pid"
+  return "$rc"
+}
+
+_cma_cleanup() {
+  local rc=$? hook p
+  trap - EXIT
+  for hook in "${_cma_exit_hooks[@]}"; do
+    eval "$hook"
+  done
+  for p in "${_cma_pids[@]}"; do
+    kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null
+  done
+  for p in "${_cma_pids[@]}"; do
+    cma_stop "$p" 10
+  done
+  if [ "${CMA_KEEP_TMP:-0}" = 1 ]; then
+    cma_log "kept $CMA_TMP"
+  else
+    rm -rf "$CMA_TMP"
+  fi
+  exit "$rc"
+}
+# No INT/TERM traps on purpose: bash runs the EXIT trap when those signals end it, and a trap
+# action that runs while bash parses a multi-line command substitution fails with "unexpected
+# EOF" in bash 5.2 (the script then keeps going instead of stopping).
+trap _cma_cleanup EXIT
+
+_cma_start_timeout() {
+  if [ -n "${CMA_START_TIMEOUT:-}" ]; then
+    echo "$CMA_START_TIMEOUT"
+  elif [ -n "${CMA_WRAPPER:-}" ]; then
+    echo 180
+  else
+    echo 60
+  fi
+}
+
+# free_port: prints a TCP port on 127.0.0.1 that the OS reports free right now.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# wait_http URL [TIMEOUT_S] [CURL_ARGS...]: polls until URL answers HTTP 200. Returns 0 when it
+# does, 1 at the deadline (default 60 s), 2 as soon as $WAIT_PID (if set) has exited.
+wait_http() {
+  local url=$1 timeout=60 deadline code
+  shift
+  if [ $# -gt 0 ]; then
+    timeout=$1
+    shift
+  fi
+  deadline=$((SECONDS + timeout))
+  while :; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@" "$url" 2>/dev/null)
+    [ "$code" = 200 ] && return 0
+    if [ -n "${WAIT_PID:-}" ] && ! _cma_alive "$WAIT_PID"; then
+      return 2
+    fi
+    [ "$SECONDS" -ge "$deadline" ] && return 1
+    sleep 0.2
+  done
+}
+
+# _cma_wait_ready NAME PID LOG URL [CURL_ARGS...]: wait_http with the process's liveness; on
+# failure prints the log tail. Returns 0 ready, 2 died with "address already in use" (retry on
+# another port), 1 otherwise.
+_cma_wait_ready() {
+  local name=$1 pid=$2 log=$3 url=$4 rc
+  shift 4
+  WAIT_PID=$pid wait_http "$url" "$(_cma_start_timeout)" "$@"
+  rc=$?
+  [ $rc -eq 0 ] && return 0
+  if [ $rc -eq 2 ] && grep -qi -E 'address already in use|bind: address' "$log" 2>/dev/null; then
+    cma_stop "$pid" 2
+    return 2
+  fi
+  if [ $rc -eq 2 ]; then
+    cma_log "$name exited before it was ready; last lines of $log:"
+  else
+    cma_log "$name not ready at $url after $(_cma_start_timeout)s; last lines of $log:"
+  fi
+  tail -n 30 "$log" >&2
+  cma_stop "$pid" 5
+  return 1
+}
+
+# start_prometheus OM_FILE [RULES_FILE]: backfills OM_FILE (OpenMetrics) into a fresh TSDB with
+# promtool, starts Prometheus on it (no scrape jobs, rules evaluated every second) and waits for
+# /-/ready. Exports PROM_URL, PROM_PID, PROM_DIR, PROM_LOG.
+start_prometheus() {
+  local om=$1 rules=${2:-} dir port attempt rc
+  [ -r "$om" ] || {
+    cma_log "start_prometheus: cannot read $om"
+    return 1
+  }
+  dir=$(mktemp -d "$CMA_TMP/prometheus.XXXX")
+  if ! promtool tsdb create-blocks-from openmetrics "$om" "$dir/data" >"$dir/promtool.log" 2>&1; then
+    cma_log "start_prometheus: promtool failed:"
+    tail -n 20 "$dir/promtool.log" >&2
+    return 1
+  fi
+  {
+    echo "# Minimal test Prometheus: no scrape jobs; all data comes from backfilled blocks."
+    echo "global:"
+    echo "  scrape_interval: 15s"
+    echo "  evaluation_interval: 1s"
+    if [ -n "$rules" ]; then
+      echo "rule_files:"
+      echo "  - \"$(realpath "$rules")\""
+    fi
+    echo "storage:"
+    echo "  tsdb:"
+    echo "    # The backfilled blocks reach an hour into the future. Without an out-of-order window"
+    echo "    # the head rejects recording-rule samples at 'now' as out of bounds."
+    echo "    out_of_order_time_window: 1d"
+  } >"$dir/prometheus.yml"
+  PROM_LOG="$dir/prometheus.log"
+  for attempt in 1 2 3; do
+    port=$(free_port)
+    _cma_spawn "$PROM_LOG" prometheus --config.file="$dir/prometheus.yml" \
+      --storage.tsdb.path="$dir/data" --storage.tsdb.retention.time=30d \
+      --web.listen-address="127.0.0.1:$port" --log.level=warn
+    _cma_wait_ready prometheus "$_CMA_SPAWNED" "$PROM_LOG" "http://127.0.0.1:$port/-/ready"
+    rc=$?
+    if [ $rc -eq 0 ]; then
+      export PROM_URL="http://127.0.0.1:$port" PROM_PID=$_CMA_SPAWNED PROM_DIR=$dir PROM_LOG
+      return 0
+    fi
+    [ $rc -eq 2 ] || return 1
+    cma_log "start_prometheus: port $port was taken (attempt $attempt), retrying"
+  done
+  return 1
+}
+
+# start_victoria_metrics PROM_TEXT_FILE [MATCH]: starts VictoriaMetrics, imports the file
+# (Prometheus text format, ms timestamps) through /api/v1/import/prometheus, forces a flush and
+# waits until /api/v1/series?match[]=MATCH (default {__name__!=""}) returns something.
+# Exports VM_URL, VM_PID, VM_DIR, VM_LOG.
+start_victoria_metrics() {
+  local file=$1 match=${2:-'{__name__!=""}'} dir port attempt rc deadline code
+  [ -r "$file" ] || {
+    cma_log "start_victoria_metrics: cannot read $file"
+    return 1
+  }
+  dir=$(mktemp -d "$CMA_TMP/victoria-metrics.XXXX")
+  VM_LOG="$dir/victoria-metrics.log"
+  for attempt in 1 2 3; do
+    port=$(free_port)
+    _cma_spawn "$VM_LOG" victoria-metrics -httpListenAddr="127.0.0.1:$port" \
+      -storageDataPath="$dir/data" -retentionPeriod=100y -search.disableCache
+    _cma_wait_ready victoria-metrics "$_CMA_SPAWNED" "$VM_LOG" "http://127.0.0.1:$port/health"
+    rc=$?
+    [ $rc -eq 0 ] && break
+    [ $rc -eq 2 ] || return 1
+    cma_log "start_victoria_metrics: port $port was taken (attempt $attempt), retrying"
+  done
+  [ $rc -eq 0 ] || return 1
+  export VM_URL="http://127.0.0.1:$port" VM_PID=$_CMA_SPAWNED VM_DIR=$dir VM_LOG
+  code=$(curl -s -o "$dir/import.out" -w '%{http_code}' --max-time 60 --data-binary "@$file" \
+    "$VM_URL/api/v1/import/prometheus")
+  if [ "$code" != 204 ] && [ "$code" != 200 ]; then
+    cma_log "start_victoria_metrics: import answered $code: $(head -c 500 "$dir/import.out")"
+    return 1
+  fi
+  deadline=$((SECONDS + $(_cma_start_timeout)))
+  while :; do
+    curl -s -o /dev/null --max-time 10 "$VM_URL/internal/force_flush"
+    if curl -s --max-time 10 -G "$VM_URL/api/v1/series" --data-urlencode "match[]=$match" |
+      jq -e '.data | length > 0' >/dev/null 2>&1; then
+      return 0
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      cma_log "start_victoria_metrics: imported series never became visible"
+      tail -n 20 "$VM_LOG" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# start_fake_kube [EXTRA_PODS_JSON] [FAKE_FLAGS...]: starts tests/lib/fake_kube_apiserver.py over
+# TLS (a fresh self-signed certificate for IP:127.0.0.1) and writes a kubeconfig for it (bearer
+# token "fake-admin"). Exports KUBE_URL, KUBE_KUBECONFIG, KUBE_REQUEST_LOG, KUBE_CA, KUBE_PID,
+# KUBE_LOG. Extra flags: --with-v1beta2, --expire-continue, --token X (see the script).
+start_fake_kube() {
+  local extra=${1:-} dir port deadline
+  [ $# -gt 0 ] && shift
+  dir=$(mktemp -d "$CMA_TMP/fake-kube.XXXX")
+  if ! openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 7 \
+    -subj "/CN=fake-kube-apiserver" -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+    -keyout "$dir/apiserver.key" -out "$dir/apiserver.crt" >"$dir/openssl.log" 2>&1; then
+    cma_log "start_fake_kube: openssl failed:"
+    cat "$dir/openssl.log" >&2
+    return 1
+  fi
+  local args=(--cert "$dir/apiserver.crt" --key "$dir/apiserver.key" --port 0
+    --port-file "$dir/port" --request-log "$dir/requests.jsonl" --fixtures "$CMA_FIXTURES")
+  [ -n "$extra" ] && args+=(--extra-pods "$extra")
+  KUBE_LOG="$dir/fake-kube.log"
+  _cma_spawn "$KUBE_LOG" python3 -u "$CMA_LIB/fake_kube_apiserver.py" "${args[@]}" "$@"
+  deadline=$((SECONDS + $(_cma_start_timeout)))
+  while [ ! -s "$dir/port" ]; do
+    if ! _cma_alive "$_CMA_SPAWNED" || [ "$SECONDS" -ge "$deadline" ]; then
+      cma_log "start_fake_kube: the fake kube-apiserver did not start:"
+      tail -n 30 "$KUBE_LOG" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  port=$(cat "$dir/port")
+  _cma_wait_ready fake-kube-apiserver "$_CMA_SPAWNED" "$KUBE_LOG" "https://127.0.0.1:$port/version" \
+    --cacert "$dir/apiserver.crt" || return 1
+  cat >"$dir/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: fake-kube
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority: $dir/apiserver.crt
+users:
+- name: fake-admin
+  user:
+    token: fake-admin
+contexts:
+- name: fake-kube
+  context:
+    cluster: fake-kube
+    user: fake-admin
+current-context: fake-kube
+EOF
+  export KUBE_URL="https://127.0.0.1:$port" KUBE_KUBECONFIG="$dir/kubeconfig" \
+    KUBE_REQUEST_LOG="$dir/requests.jsonl" KUBE_CA="$dir/apiserver.crt" KUBE_PID=$_CMA_SPAWNED \
+    KUBE_LOG
+}
+
+# cma_adapter_bin: prints the adapter binary's absolute path.
+cma_adapter_bin() {
+  local bin=${CMA_BIN:-build/custom-metrics-adapter}
+  case $bin in
+    /*) printf '%s\n' "$bin" ;;
+    *) printf '%s\n' "$CMA_ROOT/$bin" ;;
+  esac
+}
+
+# start_adapter CONFIG [EXTRA_FLAGS...]: starts the adapter (wrapped by $CMA_WRAPPER if set) on a
+# free port with a self-generated serving certificate, pointed at $PROM_URL and $KUBE_KUBECONFIG
+# (each only when set), logging to $CMA_TMP/adapter.log (appended), and waits for /healthz.
+# Exports ADAPTER_URL, ADAPTER_PID, ADAPTER_CA, ADAPTER_KUBECONFIG, ADAPTER_LOG. ADAPTER_KUBECONFIG
+# carries no credential (see the comment in it), so kubectl's requests are anonymous.
+start_adapter() {
+  local config=$1 bin port attempt rc certdir
+  shift
+  bin=$(cma_adapter_bin)
+  if [ ! -x "$bin" ]; then
+    cma_log "start_adapter: $bin is not built"
+    return 1
+  fi
+  certdir="$CMA_TMP/adapter-certs"
+  mkdir -p "$certdir"
+  ADAPTER_LOG="$CMA_TMP/adapter.log"
+  local base=(--bind-address=127.0.0.1 "--cert-dir=$certdir" "--config=$config"
+    "--metrics-relist-interval=${RELIST:-5s}" "--v=${V:-2}")
+  [ -n "${PROM_URL:-}" ] && base+=("--prometheus-url=$PROM_URL")
+  [ -n "${KUBE_KUBECONFIG:-}" ] && base+=("--lister-kubeconfig=$KUBE_KUBECONFIG")
+  for attempt in 1 2 3; do
+    port=$(free_port)
+    echo "=== start_adapter $(date +%H:%M:%S) port $port: ${CMA_WRAPPER:-} $bin ${base[*]} --secure-port=$port $*" >>"$ADAPTER_LOG"
+    # shellcheck disable=SC2086 # CMA_WRAPPER is a command line on purpose
+    _cma_spawn "$ADAPTER_LOG" ${CMA_WRAPPER:-} "$bin" "${base[@]}" "--secure-port=$port" "$@"
+    _cma_wait_ready adapter "$_CMA_SPAWNED" "$ADAPTER_LOG" "https://127.0.0.1:$port/healthz" \
+      --cacert "$certdir/apiserver.crt"
+    rc=$?
+    if [ $rc -eq 0 ]; then
+      break
+    fi
+    [ $rc -eq 2 ] || return 1
+    cma_log "start_adapter: port $port was taken (attempt $attempt), retrying"
+  done
+  [ $rc -eq 0 ] || return 1
+  export ADAPTER_URL="https://127.0.0.1:$port" ADAPTER_PID=$_CMA_SPAWNED \
+    ADAPTER_CA="$certdir/apiserver.crt" ADAPTER_KUBECONFIG="$CMA_TMP/adapter.kubeconfig" ADAPTER_LOG
+  cat >"$ADAPTER_KUBECONFIG" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: adapter
+  cluster:
+    server: $ADAPTER_URL
+    certificate-authority: $ADAPTER_CA
+users:
+- name: anonymous
+  user:
+    # Not a credential: kubectl prompts for a username (and fails without a terminal) when a user
+    # has none at all. A bare username makes it send "Authorization: Basic YW5vbnltb3VzOg==",
+    # which kube-apiserver-style authenticators ignore, so the requests stay anonymous.
+    username: anonymous
+contexts:
+- name: adapter
+  context:
+    cluster: adapter
+    user: anonymous
+current-context: adapter
+EOF
+}
+
+# stop_adapter [TIMEOUT_S]: SIGTERM to the adapter, SIGKILL after TIMEOUT_S (default 30, 120
+# with a wrapper); returns its exit status (valgrind's with CMA_WRAPPER).
+stop_adapter() {
+  local pid=${ADAPTER_PID:-} timeout=${1:-} deadline rc
+  [ -n "$pid" ] || {
+    cma_log "stop_adapter: no adapter running"
+    return 1
+  }
+  if [ -z "$timeout" ]; then
+    timeout=30
+    [ -n "${CMA_WRAPPER:-}" ] && timeout=120
+  fi
+  kill -TERM "$pid" 2>/dev/null
+  deadline=$((SECONDS + timeout))
+  while _cma_alive "$pid" && [ "$SECONDS" -lt "$deadline" ]; do
+    sleep 0.1
+  done
+  if _cma_alive "$pid"; then
+    cma_log "stop_adapter: still running after ${timeout}s, SIGKILL"
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+  rc=$?
+  _cma_forget "$pid"
+  unset ADAPTER_PID
+  return "$rc"
+}
+
+# wait_discovery METRIC [GROUP_VERSION] [TIMEOUT_S]: polls the adapter's discovery document
+# (default custom.metrics.k8s.io/v1beta1, 60 s) until an entry's name is METRIC or ends with
+# /METRIC.
+wait_discovery() {
+  local metric=$1 gv=${2:-custom.metrics.k8s.io/v1beta1} timeout=${3:-60} deadline
+  deadline=$((SECONDS + timeout))
+  while :; do
+    if curl -s --max-time 5 --cacert "$ADAPTER_CA" "$ADAPTER_URL/apis/$gv" |
+      jq -e --arg m "$metric" 'any(.resources[]?; .name == $m or (.name | endswith("/" + $m)))' \
+        >/dev/null 2>&1; then
+      return 0
+    fi
+    if [ -n "${ADAPTER_PID:-}" ] && ! _cma_alive "$ADAPTER_PID"; then
+      cma_log "wait_discovery: the adapter exited"
+      return 2
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      cma_log "wait_discovery: $metric not in /apis/$gv after ${timeout}s"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# --- small request helpers --------------------------------------------------------------------
+
+# adapter_get PATH: kubectl get --raw PATH against the adapter (prints the body).
+adapter_get() { kubectl --kubeconfig "$ADAPTER_KUBECONFIG" get --raw "$1"; }
+
+# adapter_curl PATH [CURL_ARGS...]: prints the body; the HTTP status goes to $CMA_TMP/last_status
+# (read it with last_status).
+adapter_curl() {
+  local path=$1
+  shift
+  curl -s --max-time 30 --cacert "$ADAPTER_CA" -o "$CMA_TMP/last_body" -w '%{http_code}' "$@" \
+    "$ADAPTER_URL$path" >"$CMA_TMP/last_status"
+  cat "$CMA_TMP/last_body"
+}
+last_status() { cat "$CMA_TMP/last_status" 2>/dev/null; }
+
+# prom_query EXPR / vm_query EXPR: instant query at now; prints the JSON answer.
+prom_query() { curl -s --max-time 30 -G "$PROM_URL/api/v1/query" --data-urlencode "query=$1"; }
+vm_query() { curl -s --max-time 30 -G "$VM_URL/api/v1/query" --data-urlencode "query=$1" -d nocache=1; }
+
+# gen_dcgm [GEN_DCGM_FLAGS...]: generates the synthetic DCGM data set into $CMA_TMP/dcgm and
+# exports DCGM_DIR (dcgm.om, dcgm.prom, pods.json, expected.json).
+gen_dcgm() {
+  DCGM_DIR="$CMA_TMP/dcgm"
+  python3 "$CMA_LIB/gen_dcgm.py" "$DCGM_DIR" "$@" || return 1
+  export DCGM_DIR
+}
+
+# expected_value METRIC JQ_CONDITION: the generated value of the one series of METRIC whose
+# entry in expected.json satisfies JQ_CONDITION (e.g. '.labels.pod == "bert-0"').
+expected_value() {
+  jq -r --arg m "$1" "[.series[] | select(.name == \$m) | select($2) | .value] |
+    if length == 1 then .[0] else error(\"\(length) series match\") end" "$DCGM_DIR/expected.json"
+}
+
+# --- assertions --------------------------------------------------------------------------------
+
+T_PASS=0
+T_FAIL=0
+T_FAILED=()
+
+t_pass() {
+  T_PASS=$((T_PASS + 1))
+  printf 'ok   %s\n' "$1"
+}
+
+# t_fail NAME [DETAIL...]
+t_fail() {
+  local name=$1
+  shift
+  T_FAIL=$((T_FAIL + 1))
+  T_FAILED+=("$name")
+  printf 'FAIL %s\n' "$name"
+  [ $# -gt 0 ] && printf '     %s\n' "$@"
+  return 0
+}
+
+# t_ok NAME CMD...: passes when CMD exits 0 (its output is shown on failure).
+t_ok() {
+  local name=$1 out rc
+  shift
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    t_pass "$name"
+  else
+    t_fail "$name" "command failed (exit $rc): $*" "${out:0:2000}"
+  fi
+}
+
+# t_eq NAME EXPECTED ACTUAL
+t_eq() {
+  if [ "$2" = "$3" ]; then
+    t_pass "$1"
+  else
+    t_fail "$1" "expected: ${2:0:2000}" "actual:   ${3:0:2000}"
+  fi
+}
+
+# t_json NAME JSON JQ_EXPR EXPECTED: compares `jq -r JQ_EXPR` of JSON with EXPECTED.
+t_json() {
+  local actual
+  actual=$(printf '%s' "$2" | jq -r "$3" 2>&1)
+  if [ "$actual" = "$4" ]; then
+    t_pass "$1"
+  else
+    t_fail "$1" "jq: $3" "expected: ${4:0:2000}" "actual:   ${actual:0:2000}" \
+      "document: ${2:0:1000}"
+  fi
+}
+
+# t_summary: prints "N passed, N failed" on its own line (after the adapter log tail when
+# something failed); returns non-zero on any failure or when nothing was checked.
+t_summary() {
+  if [ "$T_FAIL" -gt 0 ]; then
+    printf 'failed: %s\n' "${T_FAILED[@]}"
+    if [ -n "${ADAPTER_LOG:-}" ] && [ -s "$ADAPTER_LOG" ]; then
+      echo "--- last lines of $ADAPTER_LOG"
+      tail -n "${LOG_TAIL_LINES:-40}" "$ADAPTER_LOG"
+      echo "---"
+    fi
+  fi
+  echo "$T_PASS passed, $T_FAIL failed"
+  [ "$T_FAIL" -eq 0 ] && [ "$T_PASS" -gt 0 ]
+}

@@ -1,0 +1,929 @@
+#!/usr/bin/env python3
+"""fake_kube_apiserver.py: stands in for kube-apiserver in the end-to-end tests and the demo, because
+no real kube-apiserver (nor etcd) can run here. Every body it serves is a real recorded response from
+/work/shared/fixtures/kube-apiserver/ (see its README.md), or a pod object cloned from a recorded pod
+with only name/namespace/labels/uid changed (plus nodeName/phase when EXTRA_PODS_JSON asks for them).
+Three things are synthesised and say so where they are built: Node objects (no node was recorded),
+namespaces other than `ml` (cloned from the recorded `ml` Namespace), and empty lists of resource
+types that the recorded discovery lists but that hold no objects here.
+
+Usage:
+  fake_kube_apiserver.py --cert CRT --key KEY [--port 0] [--port-file F] [--request-log LOG.jsonl]
+                         [--extra-pods PODS.json] [--fixtures DIR] [--token fake-admin]
+                         [--with-v1beta2] [--expire-continue]
+
+Fixtures: --fixtures, else $CMA_FIXTURES, else <repo>/../shared/fixtures/kube-apiserver.
+
+Serves (GET only; anything else is 405, unknown paths a recorded-style 404 Status):
+  /version /api /api/v1 /apis /apis/<group> /apis/<group>/<version> (recorded groups; other groups
+  listed in /apis answer 404), pods (cluster-wide, per namespace, by name) with labelSelector
+  (=, ==, !=, in, notin, exists, !exists, gt, lt; parse errors give the recorded 400 body when the
+  selector is one of the recorded ones, else a Status built the same way), fieldSelector
+  (metadata.name, metadata.namespace, status.phase, spec.nodeName), limit/continue (opaque base64
+  token shaped like the real one), and Accept `as=PartialObjectMetadataList` / `as=PartialObjectMetadata`;
+  nodes and namespaces the same way; configmap kube-system/extension-apiserver-authentication.
+
+Authentication: `Authorization: Bearer <token>` must carry --token (default fake-admin; "" turns the
+check off). A wrong token gets the recorded 401 body; no credentials at all are system:anonymous and get
+a 403 Status shaped like the recorded one (only /version is public).
+
+EXTRA_PODS_JSON (--extra-pods): a JSON array of {namespace, name, labels, phase, nodeName}. An entry
+naming a recorded pod (ml/bert-0 ...) changes that pod's labels/phase/nodeName in place; any other entry
+becomes a clone of the recorded bert-0 (the Running object, or the recorded Pending one for
+phase Pending).
+
+Every request is appended to the request log as one JSON line: time, method, path, raw query, decoded
+query parameters, selected headers, status and body size.
+"""
+
+import argparse
+import base64
+import copy
+import email.utils
+import json
+import os
+import re
+import signal
+import socketserver
+import ssl
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+PF_HEADERS = [
+    ("X-Kubernetes-Pf-Flowschema-Uid", "fdf98aa4-cb78-4e56-bc03-e976e4621360"),
+    ("X-Kubernetes-Pf-Prioritylevel-Uid", "a8af2ebd-72b8-4bbb-98a3-2bef6fbc1e9c"),
+]
+# Go's net/http sends a body with Content-Length when the handler's output fits its 2048-byte
+# buffer, and chunked otherwise; the recorded exchanges follow that rule.
+CHUNKING_THRESHOLD = 2048
+CHUNK_SIZE = 4096
+LOGGED_HEADERS = ["Accept", "Accept-Encoding", "User-Agent", "Authorization", "Content-Type",
+                  "Impersonate-User", "Kubectl-Command"]
+UUID_NAMESPACE = uuid.UUID("0f7a4c43-2f5e-4a8e-b0a1-6f1d3c2b9e77")
+
+# Recorded groups whose /apis/<group>/<version> document exists in the fixtures.
+RECORDED_GROUP_VERSIONS = {
+    "apps/v1": "discovery-apis-apps-v1.json",
+    "batch/v1": "discovery-apis-batch-v1.json",
+    "autoscaling/v2": "discovery-apis-autoscaling-v2.json",
+    "networking.k8s.io/v1": "discovery-apis-networking.k8s.io-v1.json",
+    "apiregistration.k8s.io/v1": "discovery-apis-apiregistration.k8s.io-v1.json",
+    "custom.metrics.k8s.io/v1beta1": "discovery-apis-custom.metrics.k8s.io-v1beta1.json",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON as Go's encoding/json writes it: compact, map keys in the given order (callers sort maps
+# that Go would sort), and <, >, & escaped inside strings.
+
+def go_json(obj):
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def status_body(code, reason, message, details=None, metadata=None):
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": metadata or {}, "status": "Failure",
+            "message": message, "reason": reason}
+    if details is not None:
+        body["details"] = details
+    body["code"] = code
+    return (go_json(body) + "\n").encode()
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixtures
+
+class Fixtures:
+    def __init__(self, directory):
+        self.dir = directory
+        if not os.path.isfile(os.path.join(directory, "pods-ml-all-running.json")):
+            raise SystemExit("fake_kube_apiserver: no fixtures in %s (set CMA_FIXTURES)" % directory)
+
+    def raw(self, name):
+        with open(os.path.join(self.dir, name), "rb") as f:
+            return f.read()
+
+    def json(self, name):
+        return json.loads(self.raw(name))
+
+    def http(self, name):
+        """Parses a recorded .http exchange: (request line, request headers, status, response
+        headers, response body bytes)."""
+        data = self.raw(name)
+        head, _, rest = data.partition(b"\n\n")
+        request_lines = head.decode().split("\n")
+        # A request body (if any) comes next, then an empty line, then the response.
+        idx = rest.find(b"HTTP/1.1 ")
+        response = rest[idx:]
+        response_head, _, body = response.partition(b"\n\n")
+        lines = response_head.decode().split("\n")
+        status = int(lines[0].split()[1])
+        headers = [tuple(line.split(": ", 1)) for line in lines[1:]]
+        return request_lines[0], request_lines[1:], status, headers, body
+
+    def list_names(self, prefix):
+        return sorted(n for n in os.listdir(self.dir) if n.startswith(prefix))
+
+
+# ---------------------------------------------------------------------------------------------
+# Label selectors (k8s.io/apimachinery/pkg/labels grammar, re-implemented; same error texts)
+
+IDENT, DNE, NE, OPEN, CLOSE, COMMA, EQ, DEQ, GT, LT, IN, NOTIN, EOS, ERR = range(14)
+SPECIAL_TOKENS = {"!": DNE, "!=": NE, "(": OPEN, ")": CLOSE, ",": COMMA, "=": EQ, "==": DEQ,
+                  ">": GT, "<": LT}
+KEYWORDS = {"in": IN, "notin": NOTIN}
+SPECIAL_CHARS = set("=!(),><")
+WHITESPACE = set(" \t\r\n")
+BINARY_OPERATORS = "in, notin, =, ==, !=, gt, lt"
+LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class SelectorError(Exception):
+    pass
+
+
+def lex_selector(text):
+    items, pos = [], 0
+    while True:
+        while pos < len(text) and text[pos] in WHITESPACE:
+            pos += 1
+        if pos >= len(text):
+            items.append((EOS, ""))
+            return items
+        if text[pos] in SPECIAL_CHARS:
+            buf, last = "", None
+            while pos < len(text) and text[pos] in SPECIAL_CHARS:
+                if buf + text[pos] in SPECIAL_TOKENS:
+                    buf += text[pos]
+                    last = (SPECIAL_TOKENS[buf], buf)
+                    pos += 1
+                elif last is not None:
+                    break
+                else:
+                    buf += text[pos]
+                    pos += 1
+            items.append(last if last else (ERR, "error expected: keyword found '%s'" % buf))
+        else:
+            start = pos
+            while pos < len(text) and text[pos] not in SPECIAL_CHARS and text[pos] not in WHITESPACE:
+                pos += 1
+            word = text[start:pos]
+            items.append((KEYWORDS.get(word, IDENT), word))
+
+
+def validate_label_key(key):
+    name, prefix = key, None
+    if "/" in key:
+        prefix, _, name = key.rpartition("/")
+    problems = []
+    if prefix is not None and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN_RE.match(prefix)):
+        problems.append("prefix part a lowercase RFC 1123 subdomain must consist of lower case "
+                        "alphanumeric characters, '-' or '.', and must start and end with an "
+                        "alphanumeric character")
+    if not name:
+        problems.append("name part must be non-empty")
+    elif len(name) > 63:
+        problems.append("name part must be no more than 63 characters")
+    elif not LABEL_NAME_RE.match(name):
+        problems.append("name part must consist of alphanumeric characters, '-', '_' or '.', and "
+                        "must start and end with an alphanumeric character")
+    if problems:
+        raise SelectorError('Invalid value: "%s": %s' % (key, "; ".join(problems)))
+
+
+def validate_label_value(key, value):
+    if len(value) > 63 or not LABEL_VALUE_RE.match(value):
+        raise SelectorError(
+            'values[0][%s]: Invalid value: "%s": a valid label must be an empty string or consist of '
+            "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+            "character" % (key, value))
+
+
+class SelectorParser:
+    def __init__(self, text):
+        self.items = lex_selector(text)
+        self.pos = 0
+
+    def _token(self, index, values_context):
+        tok, lit = self.items[index]
+        if values_context and tok in (IN, NOTIN):
+            tok = IDENT
+        return tok, lit
+
+    def peek(self, values_context=True):
+        return self._token(self.pos, values_context)
+
+    def take(self, values_context=True):
+        self.pos += 1
+        return self._token(self.pos - 1, values_context)
+
+    def parse(self):
+        requirements = []
+        while True:
+            tok, lit = self.peek()
+            if tok in (IDENT, DNE):
+                try:
+                    requirements.append(self.requirement())
+                except SelectorError as e:
+                    raise SelectorError("unable to parse requirement: %s" % e) from None
+                tok, lit = self.take()
+                if tok == EOS:
+                    return requirements
+                if tok == COMMA:
+                    tok2, lit2 = self.peek()
+                    if tok2 not in (IDENT, DNE):
+                        raise SelectorError("found '%s', expected: identifier after ','" % lit2)
+                else:
+                    raise SelectorError("found '%s', expected: ',' or 'end of string'" % lit)
+            elif tok == EOS:
+                return requirements
+            else:
+                raise SelectorError("found '%s', expected: !, identifier, or 'end of string'" % lit)
+
+    def requirement(self):
+        operator = None
+        tok, lit = self.take()
+        if tok == DNE:
+            operator = "!"
+            tok, lit = self.take()
+        if tok != IDENT:
+            raise SelectorError("found '%s', expected: identifier" % lit)
+        key = lit
+        validate_label_key(key)
+        if self.peek()[0] in (EOS, COMMA) and operator is None:
+            operator = "exists"
+        if operator in ("exists", "!"):
+            return (key, operator, [])
+        tok, lit = self.take(values_context=False)
+        operator = {IN: "in", NOTIN: "notin", EQ: "=", DEQ: "==", NE: "!=", GT: "gt", LT: "lt"}.get(tok)
+        if operator is None:
+            raise SelectorError("found '%s', expected: %s" % (lit, BINARY_OPERATORS))
+        values = self.set_values() if operator in ("in", "notin") else self.exact_value()
+        if operator in ("gt", "lt"):
+            if len(values) != 1:
+                raise SelectorError("for 'Gt', 'Lt' operators, exactly one value is required")
+            if not re.match(r"^-?[0-9]+$", values[0]):
+                raise SelectorError("for 'Gt', 'Lt' operators, the value must be an integer")
+        else:
+            for value in values:
+                validate_label_value(key, value)
+        return (key, operator, sorted(set(values)))
+
+    def set_values(self):
+        tok, lit = self.take()
+        if tok != OPEN:
+            raise SelectorError("found '%s' expected: '('" % lit)
+        tok, lit = self.peek()
+        if tok in (IDENT, COMMA):
+            values = self.identifiers()
+            if self.take()[0] != CLOSE:
+                raise SelectorError("found '%s', expected: ')'" % lit)
+            return values
+        if tok == CLOSE:
+            self.take()
+            return [""]
+        raise SelectorError("found '%s', expected: ',', ')' or identifier" % lit)
+
+    def identifiers(self):
+        values = []
+        while True:
+            tok, lit = self.take()
+            if tok == IDENT:
+                values.append(lit)
+                tok2, lit2 = self.peek()
+                if tok2 == COMMA:
+                    continue
+                if tok2 == CLOSE:
+                    return values
+                raise SelectorError("found '%s', expected: ',' or ')'" % lit2)
+            if tok == COMMA:
+                if not values:
+                    values.append("")
+                tok2 = self.peek()[0]
+                if tok2 == CLOSE:
+                    values.append("")
+                    return values
+                if tok2 == COMMA:
+                    self.take()
+                    values.append("")
+                continue
+            raise SelectorError("found '%s', expected: ',', or identifier" % lit)
+
+    def exact_value(self):
+        tok = self.peek()[0]
+        if tok in (EOS, COMMA):
+            return [""]
+        tok, lit = self.take()
+        if tok == IDENT:
+            return [lit]
+        raise SelectorError("found '%s', expected: identifier" % lit)
+
+
+def parse_label_selector(text):
+    return SelectorParser(text).parse()
+
+
+def label_selector_matches(requirements, labels):
+    for key, operator, values in requirements:
+        present = key in labels
+        value = labels.get(key)
+        if operator == "exists":
+            ok = present
+        elif operator == "!":
+            ok = not present
+        elif operator in ("=", "=="):
+            ok = present and value == values[0]
+        elif operator == "!=":
+            ok = not present or value != values[0]
+        elif operator == "in":
+            ok = present and value in values
+        elif operator == "notin":
+            ok = not present or value not in values
+        else:  # gt / lt compare integers; a non-integer label never matches
+            try:
+                number, bound = int(value), int(values[0])
+            except (TypeError, ValueError):
+                return False
+            ok = number > bound if operator == "gt" else number < bound
+        if not ok:
+            return False
+    return True
+
+
+FIELD_GETTERS = {
+    "pods": {
+        "metadata.name": lambda o: o["metadata"]["name"],
+        "metadata.namespace": lambda o: o["metadata"].get("namespace", ""),
+        "status.phase": lambda o: o.get("status", {}).get("phase", ""),
+        "spec.nodeName": lambda o: o.get("spec", {}).get("nodeName", ""),
+    },
+    "nodes": {"metadata.name": lambda o: o["metadata"]["name"]},
+    "namespaces": {
+        "metadata.name": lambda o: o["metadata"]["name"],
+        "status.phase": lambda o: o.get("status", {}).get("phase", ""),
+    },
+}
+DEFAULT_FIELDS = {"metadata.name": lambda o: o["metadata"]["name"],
+                  "metadata.namespace": lambda o: o["metadata"].get("namespace", "")}
+
+
+def parse_field_selector(text, resource):
+    getters = FIELD_GETTERS.get(resource, DEFAULT_FIELDS)
+    terms = []
+    for term in filter(None, (t.strip() for t in text.split(","))):
+        for op in ("!=", "==", "="):
+            if op in term:
+                field, _, value = term.partition(op)
+                break
+        else:
+            raise SelectorError("invalid selector: '%s'; can't understand '%s'" % (text, term))
+        field = field.strip()
+        if field not in getters:
+            raise SelectorError('field label not supported: %s' % field)
+        terms.append((getters[field], op != "!=", value.strip()))
+    return terms
+
+
+def field_selector_matches(terms, obj):
+    return all((getter(obj) == value) == equal for getter, equal, value in terms)
+
+
+# ---------------------------------------------------------------------------------------------
+# The cluster state: recorded objects plus clones
+
+class Cluster:
+    def __init__(self, fixtures, extra_pods):
+        recorded = fixtures.json("pods-ml-all-running.json")
+        self.pods = [copy.deepcopy(p) for p in recorded["items"]]
+        self.rv = max(int(p["metadata"]["resourceVersion"]) for p in self.pods)
+        running_template = next(p for p in self.pods if p["metadata"]["name"] == "bert-0")
+        pending = fixtures.json("pods-ml-bert-pending.json")
+        pending_template = next(p for p in pending["items"] if p["metadata"]["name"] == "bert-0")
+        for spec in extra_pods:
+            self._apply_extra_pod(spec, running_template, pending_template)
+        self.pods.sort(key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
+        self.nodes = self._synthesise_nodes()
+        self.namespaces = self._namespaces(fixtures)
+        configmap = fixtures.json("configmap-kube-system-extension-apiserver-authentication.json")
+        self.configmaps = [{k: v for k, v in configmap.items() if k not in ("kind", "apiVersion")}]
+
+    def next_rv(self):
+        self.rv += 1
+        return str(self.rv)
+
+    def _apply_extra_pod(self, spec, running_template, pending_template):
+        try:
+            namespace, name = spec["namespace"], spec["name"]
+        except (KeyError, TypeError):
+            raise SystemExit("fake_kube_apiserver: extra pod needs namespace and name: %r" % (spec,))
+        labels = dict(sorted((spec.get("labels") or {}).items()))
+        phase = spec.get("phase", "Running")
+        existing = next((p for p in self.pods if p["metadata"]["name"] == name
+                         and p["metadata"]["namespace"] == namespace), None)
+        if existing is not None:
+            pod = existing
+        else:
+            template = pending_template if phase == "Pending" else running_template
+            pod = copy.deepcopy(template)
+            pod["metadata"]["name"] = name
+            pod["metadata"]["namespace"] = namespace
+            pod["metadata"]["uid"] = str(uuid.uuid5(UUID_NAMESPACE, "%s/%s" % (namespace, name)))
+            pod["metadata"]["resourceVersion"] = self.next_rv()
+            self.pods.append(pod)
+        if "labels" in spec:
+            pod["metadata"]["labels"] = labels
+        pod["status"]["phase"] = phase
+        if spec.get("nodeName"):
+            pod["spec"]["nodeName"] = spec["nodeName"]
+
+    def _synthesise_nodes(self):
+        # SYNTHESISED: no Node object was recorded. These are minimal Node objects (kind, apiVersion,
+        # metadata with name/uid/resourceVersion/labels) for every nodeName the pods use, enough for
+        # LIST by name/selector (node-level custom metrics, later metrics.k8s.io).
+        # Their resourceVersions stay below the recorded objects' so that, without extra pods, list
+        # resourceVersions and continue tokens equal the recorded ones byte for byte.
+        names = sorted({p["spec"].get("nodeName") for p in self.pods if p["spec"].get("nodeName")})
+        nodes = []
+        for index, name in enumerate(names):
+            nodes.append({"metadata": {
+                "name": name,
+                "uid": str(uuid.uuid5(UUID_NAMESPACE, "node/" + name)),
+                "resourceVersion": str(100 + index),
+                "creationTimestamp": "2026-11-21T21:38:00Z",
+                "labels": dict(sorted({
+                    "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux", "nvidia.com/gpu.present": "true"}.items())),
+            }, "spec": {}, "status": {}})
+        return nodes
+
+    def _namespaces(self, fixtures):
+        # The recorded `ml` Namespace (the 201 body of namespace-ml-create.http); the other
+        # namespaces are clones of it with name/uid/label changed.
+        body = fixtures.http("namespace-ml-create.http")[4]
+        template = json.loads(body)
+        template.pop("kind", None)
+        template.pop("apiVersion", None)
+        names = {"default", "kube-system", "kube-public", "kube-node-lease"}
+        names.update(p["metadata"]["namespace"] for p in self.pods)
+        namespaces = []
+        for index, name in enumerate(sorted(names)):
+            ns = copy.deepcopy(template)
+            if name != "ml":
+                ns["metadata"]["name"] = name
+                ns["metadata"]["uid"] = str(uuid.uuid5(UUID_NAMESPACE, "namespace/" + name))
+                ns["metadata"]["resourceVersion"] = str(10 + index)
+                ns["metadata"]["labels"] = {"kubernetes.io/metadata.name": name}
+            namespaces.append(ns)
+        return namespaces
+
+
+def continue_token(rv, start_key):
+    raw = go_json({"v": "meta.k8s.io/v1", "rv": rv, "start": start_key + "\x00"})
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_continue(token):
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        start = data["start"]
+        if data.get("v") != "meta.k8s.io/v1" or not start.endswith("\x00"):
+            raise ValueError("bad continue token")
+        return start[:-1]
+    except Exception as e:  # noqa: BLE001 - any malformed token is a 400
+        raise SelectorError("continue key is not valid: %s" % e) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP
+
+class Response:
+    def __init__(self, status, body, headers=None, pf_headers=True):
+        self.status = status
+        self.body = body
+        self.headers = headers
+        self.pf_headers = pf_headers
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-kube-apiserver"
+    timeout = 300  # idle keep-alive connections are closed after this many seconds
+
+    def setup(self):
+        self.request.settimeout(30)
+        self.request = self.server.ssl_context.wrap_socket(self.request, server_side=True)
+        super().setup()
+
+    def log_message(self, fmt, *args):  # access log goes to the JSONL request log instead
+        pass
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _send(self, response):
+        body = response.body
+        self.send_response_only(response.status)
+        if response.headers is not None:
+            headers = [(k, v) for k, v in response.headers
+                       if k.lower() not in ("date", "audit-id", "content-length", "transfer-encoding")]
+            self.send_header("Audit-Id", str(uuid.uuid4()))
+            for key, value in headers:
+                self.send_header(key, value)
+        else:
+            self.send_header("Audit-Id", str(uuid.uuid4()))
+            self.send_header("Cache-Control", "no-cache, private")
+            self.send_header("Content-Type", "application/json")
+            if response.pf_headers:
+                for key, value in PF_HEADERS:
+                    self.send_header(key, value)
+        self.send_header("Date", email.utils.formatdate(usegmt=True))
+        chunked = len(body) > CHUNKING_THRESHOLD
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            if chunked:
+                for i in range(0, len(body), CHUNK_SIZE):
+                    chunk = body[i:i + CHUNK_SIZE]
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                self.wfile.write(body)
+        self.wfile.flush()
+
+    def _log(self, url, status, size):
+        entry = {
+            "time": round(time.time(), 3),
+            "method": self.command,
+            "path": url.path,
+            "query": url.query,
+            "params": {k: v for k, v in parse_qs(url.query, keep_blank_values=True).items()},
+            "headers": {h: self.headers[h] for h in LOGGED_HEADERS if self.headers.get(h) is not None},
+            "status": status,
+            "bytes": size,
+        }
+        self.server.write_log(entry)
+
+    def _handle(self):
+        url = urlsplit(self.path)
+        try:
+            response = self.server.app.dispatch(self.command, url, self.headers)
+        except Exception as e:  # noqa: BLE001 - a bug in the fake must not kill the connection
+            sys.stderr.write("fake_kube_apiserver: internal error on %s: %r\n" % (self.path, e))
+            response = Response(500, status_body(500, "InternalError", "Internal error occurred: %s" % e))
+        if self.command in ("POST", "PUT", "PATCH", "DELETE"):
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+        self._send(response)
+        self._log(url, response.status, len(response.body))
+
+    do_GET = _handle
+    do_HEAD = _handle
+    do_POST = _handle
+    do_PUT = _handle
+    do_PATCH = _handle
+    do_DELETE = _handle
+
+
+class App:
+    def __init__(self, fixtures, cluster, token, with_v1beta2, expire_continue):
+        self.fx = fixtures
+        self.cluster = cluster
+        self.token = token
+        self.with_v1beta2 = with_v1beta2
+        self.expire_continue = expire_continue
+        self.apis = fixtures.json("discovery-apis-with-v1beta2.json" if with_v1beta2 else "discovery-apis.json")
+        self.api_v1 = fixtures.json("discovery-api-v1.json")
+        self.group_versions = dict(RECORDED_GROUP_VERSIONS)
+        if with_v1beta2:
+            self.group_versions["custom.metrics.k8s.io/v1beta2"] = "discovery-apis-custom.metrics.k8s.io-v1beta2.json"
+        self.unauthorized = fixtures.http("error-401-bad-token.http")
+        self.recorded_selector_errors = {}
+        for name in fixtures.list_names("error-400-label-selector-"):
+            request_line, _, status, headers, body = fixtures.http(name)
+            query = urlsplit(request_line.split()[1]).query
+            selector = parse_qs(query, keep_blank_values=True).get("labelSelector", [""])[0]
+            self.recorded_selector_errors[selector] = Response(status, body, headers)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def json_response(self, obj, status=200):
+        return Response(status, (go_json(obj) + "\n").encode())
+
+    def not_found(self, message="the server could not find the requested resource", details=None):
+        return Response(404, status_body(404, "NotFound", message, details if details is not None else {}))
+
+    def bad_request(self, message):
+        return Response(400, status_body(400, "BadRequest", message))
+
+    def resource_info(self, group_version, resource):
+        """(kind, namespaced) of a resource in a recorded discovery document, or None."""
+        if group_version == "v1":
+            doc = self.api_v1
+        elif group_version in self.group_versions:
+            doc = self.fx.json(self.group_versions[group_version])
+        else:
+            return None
+        for entry in doc.get("resources", []):
+            if entry.get("name") == resource:
+                return entry.get("kind"), entry.get("namespaced", False)
+        return None
+
+    def check_auth(self, path, headers):
+        if not self.token:
+            return None
+        auth = headers.get("Authorization")
+        if auth is None:
+            if path == "/version":
+                return None
+            return Response(403, status_body(
+                403, "Forbidden", 'forbidden: User "system:anonymous" cannot get path "%s"' % path,
+                {}))
+        if auth != "Bearer " + self.token:
+            _, _, status, resp_headers, body = self.unauthorized
+            return Response(status, body, resp_headers)
+        return None
+
+    # -- routing -------------------------------------------------------------------------------
+
+    def dispatch(self, method, url, headers):
+        path = url.path.rstrip("/") or "/"
+        denied = self.check_auth(path, headers)
+        if denied:
+            return denied
+        if method not in ("GET", "HEAD"):
+            return Response(405, status_body(405, "MethodNotAllowed",
+                                             "the server does not allow this method on the requested resource",
+                                             {}))
+        params = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        parts = [unquote(p) for p in path.split("/")[1:]] if path != "/" else []
+
+        if path == "/version":
+            return Response(200, self.fx.raw("version.json"))
+        if path == "/api":
+            return Response(200, self.fx.raw("discovery-api.json"))
+        if path == "/api/v1":
+            return Response(200, self.fx.raw("discovery-api-v1.json"))
+        if path == "/apis":
+            name = "discovery-apis-with-v1beta2.json" if self.with_v1beta2 else "discovery-apis.json"
+            return Response(200, self.fx.raw(name))
+        if len(parts) == 2 and parts[0] == "apis":
+            return self.api_group(parts[1])
+        if len(parts) == 3 and parts[0] == "apis":
+            gv = parts[1] + "/" + parts[2]
+            if gv in self.group_versions:
+                return Response(200, self.fx.raw(self.group_versions[gv]))
+            return self.not_found()
+        if parts[:2] == ["api", "v1"]:
+            return self.resource_request("", "v1", parts[2:], params, headers)
+        if len(parts) > 3 and parts[0] == "apis" and (parts[1] + "/" + parts[2]) in self.group_versions:
+            return self.resource_request(parts[1], parts[2], parts[3:], params, headers)
+        return self.not_found()
+
+    def api_group(self, group):
+        if group == "custom.metrics.k8s.io":
+            name = ("discovery-apis-custom.metrics.k8s.io-with-v1beta2.json" if self.with_v1beta2
+                    else "discovery-apis-custom.metrics.k8s.io.json")
+            return Response(200, self.fx.raw(name))
+        # The APIGroup document is the group's entry of the recorded /apis list plus kind/apiVersion.
+        for entry in self.apis["groups"]:
+            if entry["name"] == group:
+                body = {"kind": "APIGroup", "apiVersion": "v1"}
+                body.update(entry)
+                return self.json_response(body)
+        return self.not_found()
+
+    def resource_request(self, group, version, rest, params, headers):
+        namespace = None
+        if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 2:
+            return self.not_found()
+        resource, name = rest[0], (rest[1] if len(rest) == 2 else None)
+        gv = version if not group else group + "/" + version
+        info = self.resource_info(gv, resource)
+        if info is None:
+            return self.not_found()
+        kind, namespaced = info
+        if namespace is not None and not namespaced:
+            return self.not_found()
+        if name is not None and namespaced and namespace is None:
+            return self.not_found()
+        if params.get("watch") in ("1", "true"):
+            return self.bad_request("watch is not supported by the fake kube-apiserver")
+        objects = self.objects(resource, namespace)
+        if name is not None:
+            for obj in objects:
+                if obj["metadata"]["name"] == name:
+                    return self.single(kind, gv, obj, headers)
+            gr = resource if not group else resource + "." + group
+            details = {"name": name, "kind": resource}
+            if group:
+                details = {"name": name, "group": group, "kind": resource}
+            return self.not_found('%s "%s" not found' % (gr, name), details)
+        return self.list(kind, gv, resource, namespace, objects, params, headers)
+
+    def objects(self, resource, namespace):
+        if resource == "pods":
+            objs = self.cluster.pods
+        elif resource == "nodes":
+            objs = self.cluster.nodes
+        elif resource == "namespaces":
+            objs = self.cluster.namespaces
+        elif resource == "configmaps":
+            objs = self.cluster.configmaps
+        else:
+            # SYNTHESISED: resource types listed in recorded discovery that hold no objects here
+            # answer an empty list, as a cluster without such objects would.
+            objs = []
+        if namespace is not None:
+            objs = [o for o in objs if o["metadata"].get("namespace") == namespace]
+        return objs
+
+    @staticmethod
+    def wants(headers, as_kind):
+        accept = headers.get("Accept") or ""
+        for media in accept.split(","):
+            fields = [f.strip() for f in media.split(";")]
+            if fields[0] in ("application/json", "*/*", "application/*") and "as=" + as_kind in fields:
+                return True
+        return False
+
+    @staticmethod
+    def acceptable(headers):
+        accept = headers.get("Accept")
+        if not accept:
+            return True
+        return any(m.split(";")[0].strip() in ("application/json", "*/*", "application/*")
+                   for m in accept.split(","))
+
+    def not_acceptable(self):
+        return Response(406, status_body(406, "NotAcceptable",
+                                         "only the following media types are accepted: application/json",
+                                         {}))
+
+    def single(self, kind, gv, obj, headers):
+        if not self.acceptable(headers):
+            return self.not_acceptable()
+        if self.wants(headers, "PartialObjectMetadata"):
+            return self.json_response({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                                       "metadata": obj["metadata"]})
+        body = {"kind": kind, "apiVersion": gv}
+        body.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion"))
+        return self.json_response(body)
+
+    def list(self, kind, gv, resource, namespace, objects, params, headers):
+        if not self.acceptable(headers):
+            return self.not_acceptable()
+        selector_text = params.get("labelSelector", "")
+        try:
+            requirements = parse_label_selector(selector_text)
+        except SelectorError as e:
+            recorded = self.recorded_selector_errors.get(selector_text)
+            return recorded if recorded else self.bad_request(str(e))
+        try:
+            fields = parse_field_selector(params.get("fieldSelector", ""), resource)
+        except SelectorError as e:
+            return self.bad_request(str(e))
+        selected = [o for o in objects
+                    if label_selector_matches(requirements, o["metadata"].get("labels") or {})
+                    and field_selector_matches(fields, o)]
+
+        def key(obj):
+            ns = obj["metadata"].get("namespace")
+            if namespace is None and ns:
+                return ns + "/" + obj["metadata"]["name"]
+            return obj["metadata"]["name"]
+
+        if params.get("continue"):
+            if self.expire_continue:
+                return Response(410, status_body(
+                    410, "Expired",
+                    "The provided continue parameter is too old to display a consistent list result. "
+                    "You can start a new list without the continue parameter, or use the continue token "
+                    "in this response to retrieve the remainder of the results. Continuing with the "
+                    "provided token results in an inconsistent list - objects that were created, "
+                    "modified, or deleted between the time the first chunk was returned and now may "
+                    "show up in the list.", metadata={"continue": params["continue"]}))
+            try:
+                start = decode_continue(params["continue"])
+            except SelectorError as e:
+                return self.bad_request(str(e))
+            selected = [o for o in selected if key(o) > start]
+        metadata = {"resourceVersion": str(self.cluster.rv)}
+        try:
+            limit = int(params.get("limit") or 0)
+        except ValueError:
+            return self.bad_request('strconv.ParseInt: parsing "%s": invalid syntax' % params.get("limit"))
+        if limit > 0 and len(selected) > limit:
+            metadata["continue"] = continue_token(self.cluster.rv, key(selected[limit - 1]))
+            if not requirements and not fields:
+                metadata["remainingItemCount"] = len(selected) - limit
+            selected = selected[:limit]
+        if self.wants(headers, "PartialObjectMetadataList"):
+            items = [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                      "metadata": o["metadata"]} for o in selected]
+            return self.json_response({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                                       "metadata": metadata, "items": items})
+        return self.json_response({"kind": kind + "List", "apiVersion": gv, "metadata": metadata,
+                                   "items": selected})
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address, app, ssl_context, log_path):
+        super().__init__(address, Handler)
+        self.app = app
+        self.ssl_context = ssl_context
+        self.log_lock = threading.Lock()
+        self.log_file = open(log_path, "a", encoding="utf-8") if log_path else None
+
+    def write_log(self, entry):
+        if self.log_file is None:
+            return
+        line = json.dumps(entry, separators=(",", ":")) + "\n"
+        with self.log_lock:
+            self.log_file.write(line)
+            self.log_file.flush()
+
+    def handle_error(self, request, client_address):
+        err = sys.exc_info()[1]
+        if isinstance(err, (ssl.SSLError, ConnectionError, TimeoutError, OSError)):
+            return  # client went away or failed the handshake; nothing to report
+        socketserver.BaseServer.handle_error(self, request, client_address)
+
+
+def default_fixtures_dir():
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "..", "shared", "fixtures", "kube-apiserver"))
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description="fake kube-apiserver serving recorded fixtures")
+    parser.add_argument("--cert", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--bind", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 = let the OS choose")
+    parser.add_argument("--port-file", help="write the port here once listening")
+    parser.add_argument("--request-log", help="JSONL request log (appended)")
+    parser.add_argument("--extra-pods", help="EXTRA_PODS_JSON file")
+    parser.add_argument("--fixtures", default=os.environ.get("CMA_FIXTURES") or default_fixtures_dir())
+    parser.add_argument("--token", default="fake-admin", help='accepted bearer token ("" = no auth)')
+    parser.add_argument("--with-v1beta2", action="store_true",
+                        help="serve discovery as recorded after v1beta2.custom.metrics.k8s.io was added")
+    parser.add_argument("--expire-continue", action="store_true",
+                        help="answer every continue token with the recorded-style 410 Expired")
+    args = parser.parse_args(argv)
+
+    extra = []
+    if args.extra_pods:
+        with open(args.extra_pods, encoding="utf-8") as f:
+            extra = json.load(f)
+        if not isinstance(extra, list):
+            raise SystemExit("fake_kube_apiserver: %s must hold a JSON array" % args.extra_pods)
+    fixtures = Fixtures(args.fixtures)
+    app = App(fixtures, Cluster(fixtures, extra), args.token, args.with_v1beta2, args.expire_continue)
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols(["http/1.1"])
+    context.load_cert_chain(args.cert, args.key)
+    server = Server((args.bind, args.port), app, context, args.request_log)
+    port = server.server_address[1]
+    if args.port_file:
+        tmp = args.port_file + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("%d\n" % port)
+        os.replace(tmp, args.port_file)
+    sys.stderr.write("fake_kube_apiserver: listening on https://%s:%d (fixtures %s)\n"
+                     % (args.bind, port, args.fixtures))
+    sys.stderr.flush()
+
+    def stop(signum, frame):
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
