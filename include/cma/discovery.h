@@ -8,6 +8,7 @@
 #define CMA_DISCOVERY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cma/err.h"
@@ -47,9 +48,22 @@ enum cma_errc cma_discovery_start(const struct cma_discovery_config *cfg,
 void cma_discovery_stop(struct cma_discovery *d);
 void cma_discovery_get_status(struct cma_discovery *d, struct cma_discovery_status *ret);
 
+/* Where a relist gets its series: the backend (cma_discovery_prom_source) or, in tests, a fake
+ * that answers canned series per selector (prometheus-adapter's pkg/client/fake). */
+struct cma_label_view;
+typedef int (*cma_series_cb)(void *ctx, const char *metric, size_t metric_len,
+                             const struct cma_label_view *labels, size_t n_labels);
+struct cma_series_source {
+    enum cma_errc (*list)(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
+                          cma_series_cb fn, void *fn_ctx, struct cma_err *reterr);
+    void *ctx;
+};
+/* A source that calls cma_prom_series on `prom`. */
+struct cma_series_source cma_discovery_prom_source(struct cma_prom *prom);
+
 /* One relist against `mapper`, synchronously (used by the thread and by tests): builds a catalog
- * snapshot from the backend's series. On failure *ret is untouched. */
-enum cma_errc cma_discovery_relist(struct cma_prom *prom, const struct cma_ruleset *rules,
+ * snapshot from the source's series. On failure *ret is untouched. */
+enum cma_errc cma_discovery_relist(const struct cma_series_source *src, const struct cma_ruleset *rules,
                                    struct cma_restmapper *mapper, int64_t now_wall_ms,
                                    int64_t max_age_ms, struct cma_catalog **ret,
                                    struct cma_err *reterr);

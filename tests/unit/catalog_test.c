@@ -1,0 +1,474 @@
+/* catalog_test.c: discovery folding and catalog snapshots against prometheus-adapter's own
+ * acceptance cases (reference section 9.4 series_registry_test, 9.5 provider_test), plus the
+ * queries rendered for catalog entries (9.4 table), through a fake series source. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cma/catalog.h"
+#include "cma/config.h"
+#include "cma/discovery.h"
+#include "cma/query.h"
+#include "cma/restmapper.h"
+#include "cma/rule.h"
+#include "cma/selector.h"
+#include "testlib.h"
+
+#define CONTAINER_SEL "{__name__=~\"^container_.*\",container!=\"POD\",namespace!=\"\",pod!=\"\"}"
+
+/* prometheus-adapter's DefaultConfig(1m, prefix) as cmd/config-gen writes it (reference 8.1). */
+static char *default_config(const char *p)
+{
+    static const char fmt[] =
+        "rules:\n"
+        "- seriesQuery: '" CONTAINER_SEL "'\n"
+        "  seriesFilters: []\n"
+        "  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n"
+        "  name: {matches: ^container_(.*)_seconds_total$, as: \"\"}\n"
+        "  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>,container!=\"POD\"}[1m])) by "
+        "(<<.GroupBy>>)\n"
+        "- seriesQuery: '" CONTAINER_SEL "'\n"
+        "  seriesFilters: [{isNot: ^container_.*_seconds_total$}]\n"
+        "  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n"
+        "  name: {matches: ^container_(.*)_total$, as: \"\"}\n"
+        "  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>,container!=\"POD\"}[1m])) by "
+        "(<<.GroupBy>>)\n"
+        "- seriesQuery: '" CONTAINER_SEL "'\n"
+        "  seriesFilters: [{isNot: ^container_.*_total$}]\n"
+        "  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n"
+        "  name: {matches: ^container_(.*)$, as: \"\"}\n"
+        "  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>,container!=\"POD\"}) by "
+        "(<<.GroupBy>>)\n"
+        "- seriesQuery: '{%1$snamespace!=\"\",__name__!~\"^container_.*\"}'\n"
+        "  seriesFilters: [{isNot: .*_total$}]\n"
+        "  resources: {template: %1$s<<.Resource>>}\n"
+        "  name: {matches: \"\", as: \"\"}\n"
+        "  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\n"
+        "- seriesQuery: '{%1$snamespace!=\"\",__name__!~\"^container_.*\"}'\n"
+        "  seriesFilters: [{isNot: .*_seconds_total}]\n"
+        "  resources: {template: %1$s<<.Resource>>}\n"
+        "  name: {matches: ^(.*)_total$, as: \"\"}\n"
+        "  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)\n"
+        "- seriesQuery: '{%1$snamespace!=\"\",__name__!~\"^container_.*\"}'\n"
+        "  seriesFilters: []\n"
+        "  resources: {template: %1$s<<.Resource>>}\n"
+        "  name: {matches: ^(.*)_seconds_total$, as: \"\"}\n"
+        "  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)\n";
+    char *out = malloc(8192);
+    snprintf(out, 8192, fmt, p);
+    return out;
+}
+
+struct fixture {
+    struct cma_config *cfg;
+    struct cma_ruleset *rules;
+    struct cma_restmapper *mapper;
+};
+
+static void load(struct fixture *fx, const char *prefix)
+{
+    char *text = default_config(prefix);
+    struct cma_err err;
+    cma_err_clear(&err);
+    if (cma_config_load_string("default.yaml", text, strlen(text), &fx->cfg, &err) != CMA_OK ||
+        cma_ruleset_compile(fx->cfg, &fx->rules, &err) != CMA_OK) {
+        char line[600];
+        cma_err_format_pos(&err, line, sizeof(line));
+        fail_msg("config: %s", line);
+    }
+    free(text);
+    fx->mapper = test_mapper(test_resources_default,
+                             sizeof(test_resources_default) / sizeof(test_resources_default[0]));
+    assert_non_null(fx->mapper);
+}
+
+static void unload(struct fixture *fx)
+{
+    cma_restmapper_unref(fx->mapper);
+    cma_ruleset_free(fx->rules);
+    cma_config_free(fx->cfg);
+}
+
+/* Returns "resource[.group]/metric:T|F" strings of a catalog, sorted, joined by spaces. */
+static char *describe(const struct cma_catalog *c)
+{
+    size_t n = cma_catalog_count(c);
+    char **lines = calloc(n + 1, sizeof(*lines));
+    for (size_t i = 0; i < n; i++) {
+        const struct cma_catalog_entry *e = cma_catalog_entry_at(c, i);
+        char gr[256];
+        cma_restmapper_group_resource(e->resource, gr, sizeof(gr));
+        lines[i] = malloc(512);
+        snprintf(lines[i], 512, "%s/%s:%c", gr, e->metric, e->namespaced ? 'T' : 'F');
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (strcmp(lines[i], lines[j]) > 0) {
+                char *t = lines[i];
+                lines[i] = lines[j];
+                lines[j] = t;
+            }
+    char *out = calloc(1, 64 * 1024);
+    for (size_t i = 0; i < n; i++) {
+        strcat(out, i ? " " : "");
+        strcat(out, lines[i]);
+        free(lines[i]);
+    }
+    free(lines);
+    return out;
+}
+
+static const char *const container_series[] = {
+    "container_some_time_seconds_total{pod=somepod,namespace=somens,container=somecont}",
+    "container_some_count_total{pod=somepod,namespace=somens,container=somecont}",
+    "container_some_usage{pod=somepod,namespace=somens,container=somecont}",
+};
+static const char *const kube_series[] = {
+    "node_gigawatts{kube_node=somenode}",
+    "service_proxy_packets{kube_service=somesvc,kube_namespace=somens}",
+    "ingress_hits_total{kube_ingress=someingress,kube_service=somesvc,kube_pod=somepod,"
+    "kube_namespace=somens}",
+    "ingress_hits_total{kube_ingress=someotheringress,kube_service=somesvc,kube_pod=somepod,"
+    "kube_namespace=somens}",
+    "volume_claims_total{kube_persistentvolume=somepv}",
+    "work_queue_wait_seconds_total{kube_deployment=somedep,kube_namespace=somens}",
+    "node_fan_seconds_total{kube_node=somenode}",
+};
+
+static struct cma_catalog *relist(struct fixture *fx, const struct fake_series *answers,
+                                  size_t n_answers)
+{
+    struct fake_source fs = {answers, n_answers, 0, 0};
+    struct cma_series_source src = {fake_list, &fs};
+    struct cma_catalog *c = NULL;
+    struct cma_err err;
+    cma_err_clear(&err);
+    if (cma_discovery_relist(&src, fx->rules, fx->mapper, 1700000000000, 60000, &c, &err) != CMA_OK)
+        fail_msg("relist: %s", err.msg);
+    /* rules sharing a seriesQuery share one call */
+    assert_int_equal(fs.calls, 2);
+    return c;
+}
+
+static void test_cma_discovery_relist__series_registry_17_entries(void **state)
+{
+    (void)state;
+    struct fixture fx;
+    load(&fx, "kube_");
+    const struct fake_series answers[] = {
+        {CONTAINER_SEL, container_series, 3},
+        {"{kube_namespace!=\"\",__name__!~\"^container_.*\"}", kube_series, 7},
+    };
+    struct cma_catalog *c = relist(&fx, answers, 2);
+    char *got = describe(c);
+    assert_string_equal(
+        got, "deployments.extensions/work_queue_wait:T ingresses.extensions/ingress_hits:T "
+             "namespaces/ingress_hits:F namespaces/service_proxy_packets:F namespaces/some_count:F "
+             "namespaces/some_time:F namespaces/some_usage:F namespaces/work_queue_wait:F "
+             "nodes/node_fan:F nodes/node_gigawatts:F persistentvolumes/volume_claims:F "
+             "pods/ingress_hits:T pods/some_count:T pods/some_time:T pods/some_usage:T "
+             "services/ingress_hits:T services/service_proxy_packets:T");
+    free(got);
+    cma_catalog_unref(c);
+    unload(&fx);
+}
+
+static void test_cma_discovery_relist__provider_10_entries(void **state)
+{
+    (void)state;
+    struct fixture fx;
+    load(&fx, "");
+    static const char *const cont[] = {
+        "container_some_usage{pod=somepod,namespace=somens,container=somecont}"};
+    static const char *const other[] = {
+        "ingress_hits_total{ingress=someingress,service=somesvc,pod=backend1,namespace=somens}",
+        "ingress_hits_total{ingress=someingress,service=somesvc,pod=backend2,namespace=somens}",
+        "service_proxy_packets{service=somesvc,namespace=somens}",
+        "work_queue_wait_seconds_total{deployment=somedep,namespace=somens}",
+    };
+    const struct fake_series answers[] = {
+        {CONTAINER_SEL, cont, 1},
+        {"{namespace!=\"\",__name__!~\"^container_.*\"}", other, 4},
+    };
+    struct cma_catalog *c = relist(&fx, answers, 2);
+    char *got = describe(c);
+    assert_string_equal(got, "deployments.extensions/work_queue_wait:T "
+                             "ingresses.extensions/ingress_hits:T namespaces/ingress_hits:F "
+                             "namespaces/service_proxy_packets:F namespaces/some_usage:F "
+                             "namespaces/work_queue_wait:F pods/ingress_hits:T pods/some_usage:T "
+                             "services/ingress_hits:T services/service_proxy_packets:T");
+    free(got);
+    cma_catalog_unref(c);
+    unload(&fx);
+}
+
+static void test_cma_discovery_relist__start_is_now_minus_max_age(void **state)
+{
+    (void)state;
+    struct fixture fx;
+    load(&fx, "");
+    const struct fake_series answers[] = {
+        {CONTAINER_SEL, container_series, 3},
+        {"{namespace!=\"\",__name__!~\"^container_.*\"}", kube_series, 0},
+    };
+    struct fake_source fs = {answers, 2, 1700000000000 - 60000, 0};
+    struct cma_series_source src = {fake_list, &fs};
+    struct cma_catalog *c = NULL;
+    assert_int_equal(
+        cma_discovery_relist(&src, fx.rules, fx.mapper, 1700000000000, 60000, &c, NULL), CMA_OK);
+    cma_catalog_unref(c);
+    c = NULL;
+    struct cma_err err;
+    cma_err_clear(&err);
+    /* a max age longer than the fake allows: the fake refuses, the relist fails as a whole */
+    assert_int_equal(
+        cma_discovery_relist(&src, fx.rules, fx.mapper, 1700000000000, 120000, &c, &err),
+        CMA_ERR_BACKEND_ERROR);
+    assert_null(c);
+    assert_non_null(strstr(err.msg, "unable to fetch metrics for query"));
+    unload(&fx);
+}
+
+struct query_case {
+    const char *gr;
+    bool namespaced;
+    const char *metric;
+    const char *ns;
+    const char *names[2];
+    size_t n_names;
+    const char *metric_selector;
+    const char *want;
+};
+
+static void test_cma_query_build__series_registry_queries(void **state)
+{
+    (void)state;
+    struct fixture fx;
+    load(&fx, "kube_");
+    const struct fake_series answers[] = {
+        {CONTAINER_SEL, container_series, 3},
+        {"{kube_namespace!=\"\",__name__!~\"^container_.*\"}", kube_series, 7},
+    };
+    struct cma_catalog *c = relist(&fx, answers, 2);
+    const struct query_case cases[] = {
+        {"pods",
+         true,
+         "some_usage",
+         "somens",
+         {"somepod1", "somepod2"},
+         2,
+         NULL,
+         "sum(container_some_usage{namespace=\"somens\",pod=~\"somepod1|somepod2\",container!="
+         "\"POD\"}) by (pod)"},
+        {"pods",
+         true,
+         "some_count",
+         "somens",
+         {"somepod1", "somepod2"},
+         2,
+         NULL,
+         "sum(rate(container_some_count_total{namespace=\"somens\",pod=~\"somepod1|somepod2\","
+         "container!=\"POD\"}[1m])) by (pod)"},
+        {"pods",
+         true,
+         "some_time",
+         "somens",
+         {"somepod1", "somepod2"},
+         2,
+         NULL,
+         "sum(rate(container_some_time_seconds_total{namespace=\"somens\",pod=~\"somepod1|"
+         "somepod2\",container!=\"POD\"}[1m])) by (pod)"},
+        {"service",
+         true,
+         "ingress_hits",
+         "somens",
+         {"somesvc"},
+         1,
+         NULL,
+         "sum(rate(ingress_hits_total{kube_namespace=\"somens\",kube_service=\"somesvc\"}[1m])) "
+         "by (kube_service)"},
+        {"service",
+         true,
+         "ingress_hits",
+         "somens",
+         {"somesvc"},
+         1,
+         "param1=value1",
+         "sum(rate(ingress_hits_total{param1=\"value1\",kube_namespace=\"somens\",kube_service="
+         "\"somesvc\"}[1m])) by (kube_service)"},
+        {"ingress.extensions",
+         true,
+         "ingress_hits",
+         "somens",
+         {"someingress"},
+         1,
+         NULL,
+         "sum(rate(ingress_hits_total{kube_namespace=\"somens\",kube_ingress=\"someingress\"}[1m]"
+         ")) by (kube_ingress)"},
+        {"pod",
+         true,
+         "ingress_hits",
+         "somens",
+         {"somepod"},
+         1,
+         NULL,
+         "sum(rate(ingress_hits_total{kube_namespace=\"somens\",kube_pod=\"somepod\"}[1m])) by "
+         "(kube_pod)"},
+        {"service",
+         true,
+         "service_proxy_packets",
+         "somens",
+         {"somesvc"},
+         1,
+         NULL,
+         "sum(service_proxy_packets{kube_namespace=\"somens\",kube_service=\"somesvc\"}) by "
+         "(kube_service)"},
+        {"deployment.extensions",
+         true,
+         "work_queue_wait",
+         "somens",
+         {"somedep"},
+         1,
+         NULL,
+         "sum(rate(work_queue_wait_seconds_total{kube_namespace=\"somens\",kube_deployment="
+         "\"somedep\"}[1m])) by (kube_deployment)"},
+        {"node",
+         false,
+         "node_gigawatts",
+         NULL,
+         {"somenode"},
+         1,
+         NULL,
+         "sum(node_gigawatts{kube_node=\"somenode\"}) by (kube_node)"},
+        {"persistentvolume",
+         false,
+         "volume_claims",
+         NULL,
+         {"somepv"},
+         1,
+         NULL,
+         "sum(rate(volume_claims_total{kube_persistentvolume=\"somepv\"}[1m])) by "
+         "(kube_persistentvolume)"},
+        {"node",
+         false,
+         "node_fan",
+         NULL,
+         {"somenode"},
+         1,
+         NULL,
+         "sum(rate(node_fan_seconds_total{kube_node=\"somenode\"}[1m])) by (kube_node)"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct query_case *qc = &cases[i];
+        const struct cma_api_resource *res = cma_restmapper_parse_for(fx.mapper, qc->gr);
+        assert_non_null(res);
+        const struct cma_catalog_entry *e = cma_catalog_lookup(c, res, qc->namespaced, qc->metric);
+        if (!e)
+            fail_msg("case %zu: no catalog entry for %s %s", i, qc->gr, qc->metric);
+        struct cma_selector *sel = NULL;
+        if (qc->metric_selector)
+            assert_int_equal(
+                cma_selector_parse(qc->metric_selector, strlen(qc->metric_selector), &sel, NULL),
+                CMA_OK);
+        struct cma_query_input in = {
+            .tmpl = e->rule->metrics_query,
+            .resmap = e->rule->resmap,
+            .mapper = fx.mapper,
+            .series = e->series,
+            .resource = res,
+            .namespace_ = qc->ns,
+            .names = qc->names,
+            .n_names = qc->n_names,
+            .metric_selector = sel,
+        };
+        struct cma_buf q, label;
+        cma_buf_init(&q, 0);
+        cma_buf_init(&label, 0);
+        struct cma_err err;
+        cma_err_clear(&err);
+        if (cma_query_build(&in, &q, &label, &err) != CMA_OK)
+            fail_msg("case %zu: %s", i, err.msg);
+        assert_string_equal(cma_buf_str(&q), qc->want);
+        cma_buf_done(&q);
+        cma_buf_done(&label);
+        cma_selector_free(sel);
+    }
+    cma_catalog_unref(c);
+    unload(&fx);
+}
+
+static void test_cma_catalog_discovery_doc__sorted_and_consistent(void **state)
+{
+    (void)state;
+    struct fixture fx;
+    load(&fx, "");
+    static const char *const cont[] = {
+        "container_some_usage{pod=somepod,namespace=somens,container=somecont}"};
+    static const char *const none[] = {"x{a=b}"};
+    const struct fake_series answers[] = {
+        {CONTAINER_SEL, cont, 1},
+        {"{namespace!=\"\",__name__!~\"^container_.*\"}", none, 0},
+    };
+    struct cma_catalog *c = relist(&fx, answers, 2);
+    size_t len = 0;
+    const char *doc = cma_catalog_discovery_doc(c, "custom.metrics.k8s.io", "v1beta1", &len);
+    assert_non_null(doc);
+    assert_string_equal(
+        doc, "{\"kind\":\"APIResourceList\",\"apiVersion\":\"v1\",\"groupVersion\":"
+             "\"custom.metrics.k8s.io/v1beta1\",\"resources\":[{\"name\":\"namespaces/some_usage\","
+             "\"singularName\":\"\",\"namespaced\":false,\"kind\":\"MetricValueList\",\"verbs\":["
+             "\"get\"]},{\"name\":\"pods/some_usage\",\"singularName\":\"\",\"namespaced\":true,"
+             "\"kind\":\"MetricValueList\",\"verbs\":[\"get\"]}]}\n");
+    assert_int_equal(len, strlen(doc));
+    assert_null(cma_catalog_discovery_doc(c, "custom.metrics.k8s.io", "v2", &len));
+    cma_catalog_unref(c);
+    unload(&fx);
+}
+
+static void test_cma_catalog_store__keeps_last_published(void **state)
+{
+    (void)state;
+    struct fixture fx;
+    load(&fx, "");
+    struct cma_catalog_store *store;
+    assert_int_equal(cma_catalog_store_new(&store), CMA_OK);
+    assert_null(cma_catalog_store_get(store));
+    struct cma_catalog_builder *b;
+    assert_int_equal(cma_catalog_builder_new(fx.mapper, &b, NULL), CMA_OK);
+    const struct cma_api_resource *pods = cma_restmapper_resource_for(fx.mapper, "", "pods");
+    assert_int_equal(cma_catalog_builder_add(b, pods, "m", 1, "m_total", 7, &fx.rules->rules[0]),
+                     CMA_OK);
+    /* a second series for the same metric overwrites (later wins) without duplicating */
+    assert_int_equal(cma_catalog_builder_add(b, pods, "m", 1, "m_other", 7, &fx.rules->rules[1]),
+                     CMA_OK);
+    struct cma_catalog *c;
+    assert_int_equal(cma_catalog_build(b, 5, &c, NULL), CMA_OK);
+    assert_int_equal(cma_catalog_count(c), 1);
+    assert_string_equal(cma_catalog_lookup(c, pods, true, "m")->series, "m_other");
+    assert_null(cma_catalog_lookup(c, pods, false, "m"));
+    cma_catalog_store_publish(store, c);
+    struct cma_catalog *got = cma_catalog_store_get(store);
+    assert_ptr_equal(got, c);
+    assert_int_equal(cma_catalog_built_ms(got), 5);
+    cma_catalog_unref(got);
+    cma_catalog_store_free(store);
+    unload(&fx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cma_discovery_relist__series_registry_17_entries),
+        cmocka_unit_test(test_cma_discovery_relist__provider_10_entries),
+        cmocka_unit_test(test_cma_discovery_relist__start_is_now_minus_max_age),
+        cmocka_unit_test(test_cma_query_build__series_registry_queries),
+        cmocka_unit_test(test_cma_catalog_discovery_doc__sorted_and_consistent),
+        cmocka_unit_test(test_cma_catalog_store__keeps_last_published),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
