@@ -18,8 +18,9 @@ struct cma_pos {
 };
 
 /* A string value; `set` is false when the key is absent or null. pos is the value's position
- * (the key's position when absent). `plain` is true for a plain (unquoted, one-line) scalar,
- * where a byte offset inside the string maps to column pos.column + offset. */
+ * (the key's position when null, the enclosing mapping's when absent). `plain` is true for a
+ * plain (unquoted, one-line) scalar, where a byte offset inside the string maps to column
+ * pos.column + offset. */
 struct cma_config_str {
     char *s; /* NULL when not set */
     bool set;
@@ -27,6 +28,7 @@ struct cma_config_str {
     struct cma_pos pos;
 };
 
+/* An empty `is`/`isNot` counts as not set (upstream tests `!= ""`); exactly one is set. */
 struct cma_config_filter {
     struct cma_config_str is;
     struct cma_config_str is_not;

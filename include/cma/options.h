@@ -25,6 +25,9 @@ struct cma_options {
     char *prometheus_client_tls_cert_file; /* --prometheus-client-tls-cert-file */
     char *prometheus_client_tls_key_file;  /* --prometheus-client-tls-key-file */
     char *prometheus_auth_config;     /* --prometheus-auth-config (kubeconfig for auth) */
+    char *prometheus_basic_auth_username;      /* --prometheus-basic-auth-username */
+    char *prometheus_basic_auth_password_file; /* --prometheus-basic-auth-password-file */
+    bool prometheus_insecure_skip_tls_verify;  /* --prometheus-insecure-skip-tls-verify */
     bool prometheus_auth_incluster;   /* --prometheus-auth-incluster */
     int64_t prometheus_timeout_ms;    /* --prometheus-timeout, default 10s */
     int64_t prometheus_connect_timeout_ms; /* --prometheus-connect-timeout, default 3s */
@@ -45,6 +48,8 @@ struct cma_options {
     /* logging */
     int v;                            /* --v */
     bool help;                        /* --help / -h */
+    bool check_config;                /* --check-config: load and compile the config, then exit */
+    bool print_flags_markdown;        /* --print-flags-markdown (hidden): docs/flags.md */
     bool version;                     /* --version */
 };
 
@@ -53,10 +58,19 @@ struct cma_options {
  * (--logtostderr, --alsologtostderr, --log-dir, --log-file, --skip-headers, ...) are accepted
  * and ignored with a warning line pushed to `warnings` (may be NULL). Unknown flags and bad
  * values give CMA_ERR_FLAG "unknown flag: --x" / "invalid argument \"x\" for \"--secure-port\"".
+ * Also rejected here: positional arguments, a --prometheus-verb other than GET/POST, a client
+ * or serving certificate without its key (or the reverse), and a missing --config unless
+ * --help, --version or --print-flags-markdown is given.
  * On failure *ret is untouched. Caller owns the result: cma_options_free(). */
 enum cma_errc cma_options_parse(int argc, char **argv, struct cma_options **ret, FILE *warnings,
                                 struct cma_err *reterr);
 void cma_options_free(struct cma_options *opts);
+
+/* Checks that need the loaded config: with custom rules, a non-zero --metrics-max-age must not
+ * be less than --metrics-relist-interval (CMA_ERR_FLAG "max age must not be less than relist
+ * interval", prometheus-adapter's words). */
+enum cma_errc cma_options_validate(const struct cma_options *o, bool has_custom_rules,
+                                   struct cma_err *reterr);
 
 /* Prints usage with one line per flag: name, type, default, help text (the same table). */
 void cma_options_print_help(FILE *out, const char *argv0);

@@ -23,8 +23,9 @@ struct cma_ypair {
 
 struct cma_ynode {
     enum cma_ynode_kind kind;
-    const char *file;      /* borrowed from the document */
-    unsigned line, column; /* 1-based start of the node */
+    const char *file;              /* borrowed from the document */
+    unsigned line, column;         /* 1-based start of the node */
+    unsigned end_line, end_column; /* 1-based position just past the node's end */
     /* scalar */
     char *scalar; /* NUL-terminated, decoded value */
     size_t scalar_len;
@@ -42,7 +43,9 @@ struct cma_ydoc;
 
 /* Parses a YAML (or JSON) text. `file` names it in positions. An empty document gives a NULL
  * root. Syntax errors: CMA_ERR_CONFIG_SYNTAX at libyaml's position; duplicate keys in one
- * mapping: CMA_ERR_CONFIG_KEY "duplicate key \"x\"" at the second key. Caller owns the result. */
+ * mapping: CMA_ERR_CONFIG_KEY "mapping key \"x\" already defined at line N" (yaml.v2's words) at
+ * the second key. Limits: 16 MiB of text, 64 levels of nesting, 1 Mi nodes, aliases expanding
+ * to at most 64 MiB. Caller owns the result. */
 enum cma_errc cma_ydoc_parse(const char *file, const char *text, size_t len, struct cma_ydoc **ret,
                              struct cma_err *reterr);
 /* Reads and parses a file (CMA_ERR_CONFIG_IO if it cannot be read). */
@@ -55,7 +58,15 @@ const char *cma_ydoc_file(const struct cma_ydoc *doc);
 /* Mapping lookup by key; NULL if absent or node is not a mapping. */
 const struct cma_ynode *cma_ynode_get(const struct cma_ynode *map, const char *key);
 
-/* Parses a YAML 1.1 bool as yaml.v2 does (true/false/yes/no/on/off/y/n in their case forms). */
+/* Parses a YAML 1.1 bool as yaml.v2 does (true/false/yes/no/on/off/y/n in their case forms).
+ * Only plain (unquoted) scalars are bools; returns false (and leaves *ret) otherwise. */
 bool cma_ynode_as_bool(const struct cma_ynode *scalar, bool *ret);
+
+/* Writes s[0..len) as a double-quoted string for error messages, Go %q style (\" \\ \n \r \t,
+ * other control bytes as \xNN). Inputs longer than about 120 bytes are cut at a character
+ * boundary and marked with "..." after the closing quote. out_len must be at least
+ * CMA_YDOC_QUOTE_MAX (otherwise out is set to ""). */
+#define CMA_YDOC_QUOTE_MAX 512
+void cma_ydoc_quote(const char *s, size_t len, char *out, size_t out_len);
 
 #endif

@@ -1,2 +1,690 @@
-/* options.c: not written yet (placeholder so the stage library links). */
-typedef int cma_placeholder_options;
+/* options.c: command-line flags from one static table (name, type, field, default, help) that
+ * drives parsing, --help and the Markdown reference in docs/flags.md.
+ *
+ * DESIGN
+ * - Parsing follows Go pflag: --name=value, --name value, bools as --name or --name=false,
+ *   shorthands -v 3 / -v=3 / -v3, "--" ends the flags. Go's flag package style (-name value) is
+ *   accepted too. Positional arguments are errors (the adapter takes none).
+ * - Defaults are text in the table and are applied with the same setters as user values, so the
+ *   printed default and the effective default cannot drift apart.
+ * - klog's deprecated flags are parsed (a value is consumed when they take one) and ignored with
+ *   a warning line written to the caller's `warnings` stream; this module does not log. */
+#include "cma/options.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cma/str.h"
+
+enum flag_type {
+    FLAG_STRING,        /* char * */
+    FLAG_STRING_ARRAY,  /* char ** + size_t count (repeatable) */
+    FLAG_BOOL,          /* bool */
+    FLAG_DURATION,      /* int64_t milliseconds, Go duration syntax */
+    FLAG_INT,           /* int */
+    FLAG_INT64,         /* int64_t */
+    FLAG_IGNORED_VALUE, /* deprecated, takes a value, ignored */
+    FLAG_IGNORED_BOOL,  /* deprecated bool, ignored */
+};
+
+typedef enum cma_errc (*value_check_fn)(const char *value, struct cma_err *reterr);
+
+struct flag {
+    const char *name;
+    char shorthand;
+    enum flag_type type;
+    size_t offset;       /* field in struct cma_options */
+    size_t count_offset; /* FLAG_STRING_ARRAY: the size_t count field */
+    const char *def;     /* default as text; NULL = zero value */
+    const char *help;
+    bool hidden;
+    int64_t min, max; /* FLAG_INT, FLAG_INT64, FLAG_DURATION (ms); both 0 = no range */
+    value_check_fn check;
+};
+
+#define OPT(field) offsetof(struct cma_options, field)
+
+static enum cma_errc check_verb(const char *value, struct cma_err *reterr)
+{
+    if (strcmp(value, "GET") == 0 || strcmp(value, "POST") == 0)
+        return CMA_OK;
+    return cma_err_set(reterr, CMA_ERR_FLAG,
+                       "unsupported Prometheus HTTP verb \"%s\"; supported verbs: \"GET\" and "
+                       "\"POST\"",
+                       value);
+}
+
+static enum cma_errc check_tls_version(const char *value, struct cma_err *reterr)
+{
+    if (strcmp(value, "VersionTLS12") == 0 || strcmp(value, "VersionTLS13") == 0)
+        return CMA_OK;
+    return cma_err_set(reterr, CMA_ERR_FLAG,
+                       "invalid argument \"%s\" for \"--tls-min-version\" flag: allowed values "
+                       "are VersionTLS12, VersionTLS13",
+                       value);
+}
+
+static const struct flag flags[] = {
+    /* adapter */
+    {.name = "config",
+     .type = FLAG_STRING,
+     .offset = OPT(config),
+     .help = "Metrics discovery config file (rules, externalRules, resourceRules) in "
+             "prometheus-adapter's format; required"},
+    {.name = "metrics-relist-interval",
+     .type = FLAG_DURATION,
+     .offset = OPT(metrics_relist_interval_ms),
+     .def = "10m",
+     .min = 1,
+     .max = INT64_MAX,
+     .help = "Interval at which the list of available series is re-read from the backend"},
+    {.name = "metrics-max-age",
+     .type = FLAG_DURATION,
+     .offset = OPT(metrics_max_age_ms),
+     .min = 0,
+     .max = INT64_MAX,
+     .help = "How far back a series must have a sample to be listed; 0 means the relist "
+             "interval"},
+    /* backend */
+    {.name = "prometheus-url",
+     .type = FLAG_STRING,
+     .offset = OPT(prometheus_url),
+     .def = "https://localhost",
+     .help = "URL of the Prometheus-compatible API; a path prefix is kept"},
+    {.name = "prometheus-verb",
+     .type = FLAG_STRING,
+     .offset = OPT(prometheus_verb),
+     .def = "GET",
+     .check = check_verb,
+     .help = "HTTP method for Prometheus API calls: GET or POST"},
+    {.name = "prometheus-header",
+     .type = FLAG_STRING_ARRAY,
+     .offset = OPT(prometheus_headers),
+     .count_offset = OPT(n_prometheus_headers),
+     .help = "Extra header for every Prometheus request, as key=value; repeat the flag for more "
+             "(e.g. X-Scope-OrgID=tenant)"},
+    {.name = "prometheus-token-file",
+     .type = FLAG_STRING,
+     .offset = OPT(prometheus_token_file),
+     .help = "File holding a bearer token sent to Prometheus"},
+    {.name = "prometheus-ca-file",
+     .type = FLAG_STRING,
+     .offset = OPT(prometheus_ca_file),
+     .help = "CA certificates (PEM) that verify Prometheus's serving certificate"},
+    {.name = "prometheus-client-tls-cert-file",
+     .type = FLAG_STRING,
+     .offset = OPT(prometheus_client_tls_cert_file),
+     .help = "Client certificate (PEM) presented to Prometheus; needs "
+             "--prometheus-client-tls-key-file"},
+    {.name = "prometheus-client-tls-key-file",
+     .type = FLAG_STRING,
+     .offset = OPT(prometheus_client_tls_key_file),
+     .help = "Private key (PEM) of --prometheus-client-tls-cert-file"},
+    {.name = "prometheus-auth-config",
+     .type = FLAG_STRING,
+     .offset = OPT(prometheus_auth_config),
+     .help = "kubeconfig file whose credentials and TLS settings are used for Prometheus"},
+    {.name = "prometheus-auth-incluster",
+     .type = FLAG_BOOL,
+     .offset = OPT(prometheus_auth_incluster),
+     .help = "Use the pod's service account token and cluster CA for Prometheus"},
+    {.name = "prometheus-basic-auth-username",
+     .type = FLAG_STRING,
+     .offset = OPT(prometheus_basic_auth_username),
+     .help = "User name for HTTP basic authentication to Prometheus"},
+    {.name = "prometheus-basic-auth-password-file",
+     .type = FLAG_STRING,
+     .offset = OPT(prometheus_basic_auth_password_file),
+     .help = "File holding the password for HTTP basic authentication to Prometheus"},
+    {.name = "prometheus-insecure-skip-tls-verify",
+     .type = FLAG_BOOL,
+     .offset = OPT(prometheus_insecure_skip_tls_verify),
+     .help = "Do not verify Prometheus's serving certificate (testing only)"},
+    {.name = "prometheus-timeout",
+     .type = FLAG_DURATION,
+     .offset = OPT(prometheus_timeout_ms),
+     .def = "10s",
+     .min = 1,
+     .max = INT64_MAX,
+     .help = "Time limit for one Prometheus request"},
+    {.name = "prometheus-connect-timeout",
+     .type = FLAG_DURATION,
+     .offset = OPT(prometheus_connect_timeout_ms),
+     .def = "3s",
+     .min = 1,
+     .max = INT64_MAX,
+     .help = "Time limit for connecting to Prometheus"},
+    {.name = "prometheus-max-response-bytes",
+     .type = FLAG_INT64,
+     .offset = OPT(prometheus_max_response_bytes),
+     .def = "67108864",
+     .min = 1,
+     .max = INT64_MAX,
+     .help = "Largest Prometheus response body accepted, in bytes"},
+    /* serving */
+    {.name = "bind-address",
+     .type = FLAG_STRING,
+     .offset = OPT(bind_address),
+     .def = "0.0.0.0",
+     .help = "IP address on which to serve HTTPS"},
+    {.name = "secure-port",
+     .type = FLAG_INT,
+     .offset = OPT(secure_port),
+     .def = "6443",
+     .min = 0,
+     .max = 65535,
+     .help = "Port on which to serve HTTPS"},
+    {.name = "cert-dir",
+     .type = FLAG_STRING,
+     .offset = OPT(cert_dir),
+     .def = "apiserver.local.config/certificates",
+     .help = "Directory where a self-signed serving certificate is written when --tls-cert-file "
+             "is not given"},
+    {.name = "tls-cert-file",
+     .type = FLAG_STRING,
+     .offset = OPT(tls_cert_file),
+     .help = "Serving certificate (PEM, may include intermediates); needs --tls-private-key-file"},
+    {.name = "tls-private-key-file",
+     .type = FLAG_STRING,
+     .offset = OPT(tls_private_key_file),
+     .help = "Private key (PEM) of --tls-cert-file"},
+    {.name = "tls-min-version",
+     .type = FLAG_STRING,
+     .offset = OPT(tls_min_version),
+     .def = "VersionTLS12",
+     .check = check_tls_version,
+     .help = "Lowest TLS version served: VersionTLS12 or VersionTLS13"},
+    {.name = "tls-cipher-suites",
+     .type = FLAG_STRING,
+     .offset = OPT(tls_cipher_suites),
+     .help = "Comma-separated cipher suites for TLS 1.2 (IANA names); a secure default list when "
+             "empty"},
+    {.name = "disable-http2",
+     .type = FLAG_BOOL,
+     .offset = OPT(disable_http2),
+     .help = "Disable HTTP/2 on the serving port (accepted for compatibility; only HTTP/1.1 is "
+             "served)"},
+    {.name = "max-connections",
+     .type = FLAG_INT64,
+     .offset = OPT(max_connections),
+     .def = "1000",
+     .min = 1,
+     .max = 1000000,
+     .help = "Most client connections served at once"},
+    /* kube */
+    {.name = "lister-kubeconfig",
+     .type = FLAG_STRING,
+     .offset = OPT(lister_kubeconfig),
+     .help = "kubeconfig file for the Kubernetes API; the in-cluster configuration when empty"},
+    {.name = "discovery-interval",
+     .type = FLAG_DURATION,
+     .offset = OPT(discovery_interval_ms),
+     .def = "10m",
+     .min = 1,
+     .max = INT64_MAX,
+     .help = "Interval at which Kubernetes API discovery (resources and their scope) is "
+             "refreshed"},
+    /* logging and modes */
+    {.name = "v",
+     .shorthand = 'v',
+     .type = FLAG_INT,
+     .offset = OPT(v),
+     .min = 0,
+     .max = 100,
+     .help = "Log verbosity: 6 logs every backend request and status, 8 response bodies"},
+    {.name = "help",
+     .shorthand = 'h',
+     .type = FLAG_BOOL,
+     .offset = OPT(help),
+     .help = "Print this help and exit"},
+    {.name = "version",
+     .type = FLAG_BOOL,
+     .offset = OPT(version),
+     .help = "Print the version and exit"},
+    {.name = "check-config",
+     .type = FLAG_BOOL,
+     .offset = OPT(check_config),
+     .help = "Load and compile the config file, report the first error, and exit"},
+    {.name = "print-flags-markdown",
+     .type = FLAG_BOOL,
+     .offset = OPT(print_flags_markdown),
+     .hidden = true,
+     .help = "Print this flag reference as Markdown (docs/flags.md) and exit"},
+    /* klog's deprecated flags: accepted and ignored */
+    {.name = "logtostderr", .type = FLAG_IGNORED_BOOL, .hidden = true},
+    {.name = "alsologtostderr", .type = FLAG_IGNORED_BOOL, .hidden = true},
+    {.name = "log-dir", .type = FLAG_IGNORED_VALUE, .hidden = true},
+    {.name = "log_dir", .type = FLAG_IGNORED_VALUE, .hidden = true},
+    {.name = "log-file", .type = FLAG_IGNORED_VALUE, .hidden = true},
+    {.name = "log_file", .type = FLAG_IGNORED_VALUE, .hidden = true},
+    {.name = "log-file-max-size", .type = FLAG_IGNORED_VALUE, .hidden = true},
+    {.name = "log_file_max_size", .type = FLAG_IGNORED_VALUE, .hidden = true},
+    {.name = "log-flush-frequency", .type = FLAG_IGNORED_VALUE, .hidden = true},
+    {.name = "one-output", .type = FLAG_IGNORED_BOOL, .hidden = true},
+    {.name = "one_output", .type = FLAG_IGNORED_BOOL, .hidden = true},
+    {.name = "skip-headers", .type = FLAG_IGNORED_BOOL, .hidden = true},
+    {.name = "skip_headers", .type = FLAG_IGNORED_BOOL, .hidden = true},
+    {.name = "skip-log-headers", .type = FLAG_IGNORED_BOOL, .hidden = true},
+    {.name = "skip_log_headers", .type = FLAG_IGNORED_BOOL, .hidden = true},
+    {.name = "stderrthreshold", .type = FLAG_IGNORED_VALUE, .hidden = true},
+    {.name = "add-dir-header", .type = FLAG_IGNORED_BOOL, .hidden = true},
+    {.name = "add_dir_header", .type = FLAG_IGNORED_BOOL, .hidden = true},
+    {.name = "vmodule", .type = FLAG_IGNORED_VALUE, .hidden = true},
+};
+
+#define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
+
+/* ---- lookup --------------------------------------------------------------------------------- */
+
+static const struct flag *find_long(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_FLAGS; i++)
+        if (strlen(flags[i].name) == len && memcmp(flags[i].name, name, len) == 0)
+            return &flags[i];
+    return NULL;
+}
+
+static const struct flag *find_short(char c)
+{
+    for (size_t i = 0; i < N_FLAGS; i++)
+        if (flags[i].shorthand && flags[i].shorthand == c)
+            return &flags[i];
+    return NULL;
+}
+
+static bool takes_value(const struct flag *f)
+{
+    return f->type != FLAG_BOOL && f->type != FLAG_IGNORED_BOOL;
+}
+
+/* ---- setters -------------------------------------------------------------------------------- */
+
+static enum cma_errc bad_value(const struct flag *f, const char *value, struct cma_err *reterr,
+                               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static enum cma_errc bad_value(const struct flag *f, const char *value, struct cma_err *reterr,
+                               const char *fmt, ...)
+{
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    return cma_err_set(reterr, CMA_ERR_FLAG, "invalid argument \"%s\" for \"--%s\" flag: %s", value,
+                       f->name, why);
+}
+
+/* Go strconv.ParseBool. */
+static bool parse_bool(const char *s, bool *ret)
+{
+    static const char *const truths[] = {"1", "t", "T", "TRUE", "true", "True"};
+    static const char *const falsehoods[] = {"0", "f", "F", "FALSE", "false", "False"};
+    for (size_t i = 0; i < sizeof(truths) / sizeof(truths[0]); i++) {
+        if (strcmp(s, truths[i]) == 0) {
+            *ret = true;
+            return true;
+        }
+        if (strcmp(s, falsehoods[i]) == 0) {
+            *ret = false;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Go strconv.ParseInt(s, 0, 64) without underscores: decimal, 0x hex, 0 octal. */
+static bool parse_int(const char *s, int64_t *ret)
+{
+    if (!((*s >= '0' && *s <= '9') || *s == '-' || *s == '+'))
+        return false;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 0);
+    if (errno || end == s || *end)
+        return false;
+    *ret = v;
+    return true;
+}
+
+static enum cma_errc check_range(const struct flag *f, const char *value, int64_t v,
+                                 struct cma_err *reterr)
+{
+    if (f->min == 0 && f->max == 0)
+        return CMA_OK;
+    if (v >= f->min && v <= f->max)
+        return CMA_OK;
+    if (f->type == FLAG_DURATION) {
+        char min[32];
+        return bad_value(f, value, reterr, "must be at least %s",
+                         cma_duration_format(f->min, min, sizeof(min)));
+    }
+    if (f->max == INT64_MAX)
+        return bad_value(f, value, reterr, "must be at least %lld", (long long)f->min);
+    return bad_value(f, value, reterr, "must be an integer from %lld to %lld", (long long)f->min,
+                     (long long)f->max);
+}
+
+static enum cma_errc set_string_array(struct cma_options *o, const struct flag *f,
+                                      const char *value, struct cma_err *reterr)
+{
+    char ***arr = (char ***)((char *)o + f->offset);
+    size_t *n = (size_t *)((char *)o + f->count_offset);
+    char *copy = cma_strdup(value);
+    char **grown = copy ? realloc(*arr, (*n + 1) * sizeof(**arr)) : NULL;
+    if (!grown) {
+        free(copy);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    grown[(*n)++] = copy;
+    *arr = grown;
+    return CMA_OK;
+}
+
+static enum cma_errc set_value(struct cma_options *o, const struct flag *f, const char *value,
+                               FILE *warnings, struct cma_err *reterr)
+{
+    void *field = (char *)o + f->offset;
+    int64_t v;
+    bool b;
+    switch (f->type) {
+    case FLAG_STRING: {
+        if (f->check) {
+            enum cma_errc rc = f->check(value, reterr);
+            if (rc)
+                return rc;
+        }
+        char *copy = cma_strdup(value);
+        if (!copy)
+            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        free(*(char **)field);
+        *(char **)field = copy;
+        return CMA_OK;
+    }
+    case FLAG_STRING_ARRAY:
+        return set_string_array(o, f, value, reterr);
+    case FLAG_BOOL:
+        if (!parse_bool(value, &b))
+            return bad_value(f, value, reterr, "expected true or false");
+        *(bool *)field = b;
+        return CMA_OK;
+    case FLAG_DURATION: {
+        if (cma_duration_parse(value, &v, NULL))
+            return bad_value(f, value, reterr, "not a duration (e.g. 30s, 5m, 1h30m)");
+        enum cma_errc rc = check_range(f, value, v, reterr);
+        if (!rc)
+            *(int64_t *)field = v;
+        return rc;
+    }
+    case FLAG_INT:
+    case FLAG_INT64: {
+        if (!parse_int(value, &v))
+            return bad_value(f, value, reterr, "not an integer");
+        enum cma_errc rc = check_range(f, value, v, reterr);
+        if (rc)
+            return rc;
+        if (f->type == FLAG_INT)
+            *(int *)field = (int)v;
+        else
+            *(int64_t *)field = v;
+        return CMA_OK;
+    }
+    case FLAG_IGNORED_BOOL:
+    case FLAG_IGNORED_VALUE:
+        if (warnings)
+            fprintf(warnings, "flag --%s is deprecated (a klog flag) and ignored\n", f->name);
+        return CMA_OK;
+    }
+    return cma_err_set(reterr, CMA_ERR_INTERNAL, "flag --%s has no type", f->name);
+}
+
+static enum cma_errc apply_defaults(struct cma_options *o, struct cma_err *reterr)
+{
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        if (!flags[i].def)
+            continue;
+        enum cma_errc rc = set_value(o, &flags[i], flags[i].def, NULL, reterr);
+        if (rc)
+            return rc;
+    }
+    return CMA_OK;
+}
+
+/* ---- parsing -------------------------------------------------------------------------------- */
+
+/* Parses argv[*i] (a flag); may consume argv[*i + 1] as its value. */
+static enum cma_errc parse_one(struct cma_options *o, int argc, char **argv, int *i, FILE *warnings,
+                               struct cma_err *reterr)
+{
+    const char *arg = argv[*i];
+    const char *body = arg[1] == '-' ? arg + 2 : arg + 1;
+    const char *eq = strchr(body, '=');
+    size_t name_len = eq ? (size_t)(eq - body) : strlen(body);
+    const char *value = eq ? eq + 1 : NULL;
+    const struct flag *f = find_long(body, name_len);
+    if (!f && arg[1] != '-') {
+        /* -x, -x=v, -xv: a shorthand */
+        f = find_short(body[0]);
+        if (f) {
+            if (body[1] == '=')
+                value = body + 2;
+            else if (body[1] && takes_value(f))
+                value = body + 1;
+            else if (body[1])
+                return cma_err_set(reterr, CMA_ERR_FLAG, "unknown shorthand flag: '%c' in %s",
+                                   body[1], arg);
+            else
+                value = NULL;
+        }
+    }
+    if (!f || name_len == 0) {
+        if (eq)
+            return cma_err_set(reterr, CMA_ERR_FLAG, "unknown flag: %.*s", (int)(eq - arg), arg);
+        return cma_err_set(reterr, CMA_ERR_FLAG, "unknown flag: %s", arg);
+    }
+    if (!value) {
+        if (!takes_value(f)) {
+            value = "true";
+        } else if (*i + 1 < argc) {
+            value = argv[++*i];
+        } else {
+            /* no '=' on this path: arg is the flag exactly as written */
+            return cma_err_set(reterr, CMA_ERR_FLAG, "flag needs an argument: %s", arg);
+        }
+    }
+    if (f->type == FLAG_IGNORED_BOOL) {
+        bool b;
+        if (!parse_bool(value, &b))
+            return bad_value(f, value, reterr, "expected true or false");
+    }
+    return set_value(o, f, value, warnings, reterr);
+}
+
+/* Checks across flags, done once all are parsed. */
+static enum cma_errc check_combinations(const struct cma_options *o, struct cma_err *reterr)
+{
+    if (!o->config && !o->help && !o->version && !o->print_flags_markdown)
+        return cma_err_set(reterr, CMA_ERR_FLAG,
+                           "no metrics discovery configuration file specified (make sure to "
+                           "use --config)");
+    if (!o->prometheus_client_tls_cert_file != !o->prometheus_client_tls_key_file)
+        return cma_err_set(reterr, CMA_ERR_FLAG,
+                           "--prometheus-client-tls-cert-file and "
+                           "--prometheus-client-tls-key-file must be given together");
+    if (!o->tls_cert_file != !o->tls_private_key_file)
+        return cma_err_set(reterr, CMA_ERR_FLAG,
+                           "--tls-cert-file and --tls-private-key-file must be given together");
+    return CMA_OK;
+}
+
+enum cma_errc cma_options_parse(int argc, char **argv, struct cma_options **ret, FILE *warnings,
+                                struct cma_err *reterr)
+{
+    struct cma_options *o = calloc(1, sizeof(*o));
+    if (!o)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    enum cma_errc rc = apply_defaults(o, reterr);
+    bool flags_done = false;
+    for (int i = 1; !rc && i < argc; i++) {
+        const char *arg = argv[i];
+        if (!flags_done && strcmp(arg, "--") == 0) {
+            flags_done = true;
+            continue;
+        }
+        if (flags_done || arg[0] != '-' || arg[1] == '\0') {
+            rc = cma_err_set(reterr, CMA_ERR_FLAG,
+                             "unexpected argument \"%s\": the adapter takes only flags", arg);
+            break;
+        }
+        rc = parse_one(o, argc, argv, &i, warnings, reterr);
+    }
+    if (!rc)
+        rc = check_combinations(o, reterr);
+    if (rc) {
+        cma_options_free(o);
+        return rc;
+    }
+    *ret = o;
+    return CMA_OK;
+}
+
+void cma_options_free(struct cma_options *opts)
+{
+    if (!opts)
+        return;
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const struct flag *f = &flags[i];
+        if (f->type == FLAG_STRING) {
+            free(*(char **)((char *)opts + f->offset));
+        } else if (f->type == FLAG_STRING_ARRAY) {
+            char **arr = *(char ***)((char *)opts + f->offset);
+            size_t n = *(size_t *)((char *)opts + f->count_offset);
+            for (size_t j = 0; j < n; j++)
+                free(arr[j]);
+            free(arr);
+        }
+    }
+    free(opts);
+}
+
+enum cma_errc cma_options_validate(const struct cma_options *o, bool has_custom_rules,
+                                   struct cma_err *reterr)
+{
+    if (has_custom_rules && o->metrics_max_age_ms != 0 &&
+        o->metrics_max_age_ms < o->metrics_relist_interval_ms)
+        return cma_err_set(reterr, CMA_ERR_FLAG, "max age must not be less than relist interval");
+    return CMA_OK;
+}
+
+/* ---- help and Markdown ---------------------------------------------------------------------- */
+
+static const char *type_name(const struct flag *f)
+{
+    switch (f->type) {
+    case FLAG_STRING:
+    case FLAG_IGNORED_VALUE:
+        return "string";
+    case FLAG_STRING_ARRAY:
+        return "stringArray";
+    case FLAG_DURATION:
+        return "duration";
+    case FLAG_INT:
+    case FLAG_INT64:
+        return "int";
+    case FLAG_BOOL:
+    case FLAG_IGNORED_BOOL:
+        return "bool";
+    }
+    return "";
+}
+
+/* The default as pflag prints it ("10m0s", "6443", "GET"); "" for a zero value. */
+static void default_text(const struct flag *f, char *out, size_t out_len)
+{
+    out[0] = '\0';
+    if (!f->def)
+        return;
+    if (f->type == FLAG_DURATION) {
+        int64_t ms = 0;
+        if (cma_duration_parse(f->def, &ms, NULL) == CMA_OK && ms != 0)
+            cma_duration_format(ms, out, out_len);
+        return;
+    }
+    snprintf(out, out_len, "%s", f->def);
+}
+
+/* "  -v, --v int" or "      --config string" (bools have no type). */
+static void usage_head(const struct flag *f, char *out, size_t out_len)
+{
+    const char *type = f->type == FLAG_BOOL ? "" : type_name(f);
+    if (f->shorthand)
+        snprintf(out, out_len, "  -%c, --%s%s%s", f->shorthand, f->name, *type ? " " : "", type);
+    else
+        snprintf(out, out_len, "      --%s%s%s", f->name, *type ? " " : "", type);
+}
+
+void cma_options_print_help(FILE *out, const char *argv0)
+{
+    const char *prog = "custom-metrics-adapter";
+    if (argv0 && *argv0) {
+        const char *slash = strrchr(argv0, '/');
+        prog = slash ? slash + 1 : argv0;
+    }
+    fprintf(out, "Usage: %s [flags]\n\nFlags:\n", prog);
+    size_t width = 0;
+    char head[160];
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        if (flags[i].hidden)
+            continue;
+        usage_head(&flags[i], head, sizeof(head));
+        if (strlen(head) > width)
+            width = strlen(head);
+    }
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const struct flag *f = &flags[i];
+        if (f->hidden)
+            continue;
+        char def[64];
+        usage_head(f, head, sizeof(head));
+        default_text(f, def, sizeof(def));
+        fprintf(out, "%-*s   %s", (int)width, head, f->help);
+        if (def[0] && f->type == FLAG_STRING)
+            fprintf(out, " (default \"%s\")", def);
+        else if (def[0])
+            fprintf(out, " (default %s)", def);
+        fputc('\n', out);
+    }
+}
+
+/* Writes s with '|' escaped for a Markdown table cell. */
+static void md_cell(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|')
+            fputc('\\', out);
+        fputc(*s, out);
+    }
+}
+
+void cma_options_print_markdown(FILE *out)
+{
+    fputs("| flag | type | default | description |\n", out);
+    fputs("|------|------|---------|-------------|\n", out);
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const struct flag *f = &flags[i];
+        if (f->hidden)
+            continue;
+        char def[64];
+        default_text(f, def, sizeof(def));
+        if (f->shorthand)
+            fprintf(out, "| `-%c`, `--%s` | %s | ", f->shorthand, f->name, type_name(f));
+        else
+            fprintf(out, "| `--%s` | %s | ", f->name, type_name(f));
+        if (def[0])
+            fprintf(out, "`%s` ", def);
+        fputs("| ", out);
+        md_cell(out, f->help);
+        fputs(" |\n", out);
+    }
+}

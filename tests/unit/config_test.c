@@ -1,0 +1,860 @@
+/* config_test.c: unit tests for the config loader: the Helm default rules, seed 001's GPU rules,
+ * resource rules, external rules, yaml.v2 compatibility (scalars as strings, nulls), positions,
+ * every shape error with its exact position, and the tests/config-errors cases verbatim. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cma/config.h"
+
+static struct cma_config *load_ok(const char *text)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_config *cfg = NULL;
+    if (cma_config_load_string("cfg.yaml", text, strlen(text), &cfg, &err)) {
+        char out[700];
+        cma_err_format_pos(&err, out, sizeof(out));
+        fail_msg("unexpected error: %s", out);
+    }
+    assert_non_null(cfg);
+    assert_string_equal(cfg->file, "cfg.yaml");
+    return cfg;
+}
+
+/* Loads text that must fail with `code` and the formatted error `want`. */
+static void load_fails(const char *text, enum cma_errc code, const char *want)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_config *sentinel = (struct cma_config *)&err;
+    struct cma_config *cfg = sentinel;
+    enum cma_errc rc = cma_config_load_string("cfg.yaml", text, strlen(text), &cfg, &err);
+    char out[700];
+    cma_err_format_pos(&err, out, sizeof(out));
+    if (rc != code)
+        fail_msg("code %d, want %d (%s) for:\n%s", rc, code, out, text);
+    assert_ptr_equal(cfg, sentinel);
+    assert_string_equal(out, want);
+}
+
+static void assert_str(const struct cma_config_str *s, const char *want)
+{
+    if (!want) {
+        assert_false(s->set);
+        assert_null(s->s);
+        return;
+    }
+    assert_true(s->set);
+    assert_non_null(s->s);
+    assert_string_equal(s->s, want);
+}
+
+/* ---- samples -------------------------------------------------------------------------------- */
+
+/* prometheus-community/prometheus-adapter chart, rules.default: true (reference 8.1/8.2). */
+static const char helm_default[] =
+    "rules:\n"
+    "- seriesQuery: '{__name__=~\"^container_.*\",container!=\"POD\",namespace!=\"\",pod!=\"\"}'\n"
+    "  seriesFilters: []\n"
+    "  resources:\n"
+    "    overrides:\n"
+    "      namespace:\n"
+    "        resource: namespace\n"
+    "      pod:\n"
+    "        resource: pod\n"
+    "  name:\n"
+    "    matches: ^container_(.*)_seconds_total$\n"
+    "    as: \"\"\n"
+    "  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>,container!=\"POD\"}[5m])) by "
+    "(<<.GroupBy>>)\n"
+    "- seriesQuery: '{__name__=~\"^container_.*\",container!=\"POD\",namespace!=\"\",pod!=\"\"}'\n"
+    "  seriesFilters:\n"
+    "  - isNot: ^container_.*_seconds_total$\n"
+    "  resources:\n"
+    "    overrides:\n"
+    "      namespace:\n"
+    "        resource: namespace\n"
+    "      pod:\n"
+    "        resource: pod\n"
+    "  name:\n"
+    "    matches: ^container_(.*)_total$\n"
+    "    as: \"\"\n"
+    "  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>,container!=\"POD\"}[5m])) by "
+    "(<<.GroupBy>>)\n"
+    "- seriesQuery: '{__name__=~\"^container_.*\",container!=\"POD\",namespace!=\"\",pod!=\"\"}'\n"
+    "  seriesFilters:\n"
+    "  - isNot: ^container_.*_total$\n"
+    "  resources:\n"
+    "    overrides:\n"
+    "      namespace:\n"
+    "        resource: namespace\n"
+    "      pod:\n"
+    "        resource: pod\n"
+    "  name:\n"
+    "    matches: ^container_(.*)$\n"
+    "    as: \"\"\n"
+    "  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>,container!=\"POD\"}) by (<<.GroupBy>>)\n"
+    "- seriesQuery: '{namespace!=\"\",__name__!~\"^container_.*\"}'\n"
+    "  seriesFilters:\n"
+    "  - isNot: .*_total$\n"
+    "  resources:\n"
+    "    template: <<.Resource>>\n"
+    "  name:\n"
+    "    matches: \"\"\n"
+    "    as: \"\"\n"
+    "  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\n"
+    "- seriesQuery: '{namespace!=\"\",__name__!~\"^container_.*\"}'\n"
+    "  seriesFilters:\n"
+    "  - isNot: .*_seconds_total\n"
+    "  resources:\n"
+    "    template: <<.Resource>>\n"
+    "  name:\n"
+    "    matches: ^(.*)_total$\n"
+    "    as: \"\"\n"
+    "  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>}[5m])) by (<<.GroupBy>>)\n"
+    "- seriesQuery: '{namespace!=\"\",__name__!~\"^container_.*\"}'\n"
+    "  seriesFilters: []\n"
+    "  resources:\n"
+    "    template: <<.Resource>>\n"
+    "  name:\n"
+    "    matches: ^(.*)_seconds_total$\n"
+    "    as: \"\"\n"
+    "  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>}[5m])) by (<<.GroupBy>>)\n";
+
+/* Seed 001 (Alibaba Cloud ACK GPU walkthrough), the "Add adapter rules" block verbatim, as the
+ * chart places it under rules. */
+static const char seed001[] =
+    "rules:\n"
+    "- metricsQuery: avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\n"
+    "  resources:\n"
+    "    overrides:\n"
+    "      NodeName:\n"
+    "        resource: node\n"
+    "  seriesQuery: DCGM_FI_DEV_GPU_UTIL{} # GPU utilization\n"
+    "- metricsQuery: avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\n"
+    "  resources:\n"
+    "    overrides:\n"
+    "      NamespaceName:\n"
+    "        resource: namespace\n"
+    "      NodeName:\n"
+    "        resource: node\n"
+    "      PodName:\n"
+    "        resource: pod\n"
+    "  seriesQuery: DCGM_CUSTOM_PROCESS_SM_UTIL{} # Container GPU utilization.\n"
+    "- metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\n"
+    "  resources:\n"
+    "    overrides:\n"
+    "      NodeName:\n"
+    "        resource: node\n"
+    "  seriesQuery: DCGM_FI_DEV_FB_USED{} # GPU memory usage.\n"
+    "- metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\n"
+    "  resources:\n"
+    "    overrides:\n"
+    "      NamespaceName:\n"
+    "        resource: namespace\n"
+    "      NodeName:\n"
+    "        resource: node\n"
+    "      PodName:\n"
+    "        resource: pod\n"
+    "  seriesQuery: DCGM_CUSTOM_PROCESS_MEM_USED{} # Container GPU memory usage.\n"
+    "- metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>) / "
+    "sum(DCGM_CUSTOM_CONTAINER_MEM_ALLOCATED{}) by (<<.GroupBy>>)\n"
+    "  name:\n"
+    "    as: ${1}_GPU_MEM_USED_RATIO\n"
+    "    matches: ^(.*)_MEM_USED\n"
+    "  resources:\n"
+    "    overrides:\n"
+    "      NamespaceName:\n"
+    "        resource: namespace\n"
+    "      PodName:\n"
+    "        resource: pod\n"
+    "  seriesQuery: DCGM_CUSTOM_PROCESS_MEM_USED{NamespaceName!=\"\",PodName!=\"\"}  # Container "
+    "GPU memory utilization.\n";
+
+/* prometheus-adapter deploy/manifests/config-map.yaml (kube-prometheus, reference 8.3). */
+static const char kube_prometheus_resource_rules[] =
+    "\"resourceRules\":\n"
+    "  \"cpu\":\n"
+    "    \"containerQuery\": |\n"
+    "      sum by (<<.GroupBy>>) (\n"
+    "        irate (\n"
+    "            "
+    "container_cpu_usage_seconds_total{<<.LabelMatchers>>,container!=\"\",pod!=\"\"}[4m]\n"
+    "        )\n"
+    "      )\n"
+    "    \"nodeQuery\": |\n"
+    "      sum by (<<.GroupBy>>) (\n"
+    "        irate(\n"
+    "            node_cpu_usage_seconds_total{<<.LabelMatchers>>}[4m]\n"
+    "        )\n"
+    "      )\n"
+    "    \"resources\":\n"
+    "      \"overrides\":\n"
+    "        \"namespace\":\n"
+    "          \"resource\": \"namespace\"\n"
+    "        \"node\":\n"
+    "          \"resource\": \"node\"\n"
+    "        \"pod\":\n"
+    "          \"resource\": \"pod\"\n"
+    "  \"memory\":\n"
+    "    \"containerQuery\": |\n"
+    "      sum by (<<.GroupBy>>) (\n"
+    "        container_memory_working_set_bytes{<<.LabelMatchers>>,container!=\"\",pod!=\"\"}\n"
+    "      )\n"
+    "    \"nodeQuery\": |\n"
+    "      sum by (<<.GroupBy>>) (\n"
+    "        node_memory_working_set_bytes{<<.LabelMatchers>>}\n"
+    "      )\n"
+    "    \"resources\":\n"
+    "      \"overrides\":\n"
+    "        \"node\":\n"
+    "          \"resource\": \"node\"\n"
+    "        \"namespace\":\n"
+    "          \"resource\": \"namespace\"\n"
+    "        \"pod\":\n"
+    "          \"resource\": \"pod\"\n"
+    "    \"containerLabel\": \"container\"\n"
+    "  \"window\": \"5m\"\n";
+
+/* prometheus-adapter docs/sample-config.yaml, externalRules part. */
+static const char external_rules[] =
+    "externalRules:\n"
+    "- seriesQuery: '{__name__=\"queue_consumer_lag\",name!=\"\"}'\n"
+    "  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (name)\n"
+    "  resources:\n"
+    "    overrides: { namespace: {resource: namespace} }\n"
+    "- seriesQuery: '{__name__=\"queue_depth\",topic!=\"\"}'\n"
+    "  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (name)\n"
+    "  resources:\n"
+    "    namespaced: false\n";
+
+/* ---- valid configs -------------------------------------------------------------------------- */
+
+static void test_cma_config_load_string__empty_configs(void **state)
+{
+    (void)state;
+    const char *empties[] = {"",
+                             "# nothing here\n",
+                             "---\n",
+                             "{}\n",
+                             "rules:\n",
+                             "rules: []\n",
+                             "rules: ~\n",
+                             "externalRules: []\n",
+                             "rules: null\nexternalRules:\nresourceRules:\n"};
+    for (size_t i = 0; i < sizeof(empties) / sizeof(empties[0]); i++) {
+        struct cma_config *cfg = load_ok(empties[i]);
+        assert_int_equal(cfg->n_rules, 0);
+        assert_null(cfg->rules);
+        assert_int_equal(cfg->n_external_rules, 0);
+        assert_null(cfg->resource_rules);
+        cma_config_free(cfg);
+    }
+}
+
+static void test_cma_config_load_string__helm_default_rules(void **state)
+{
+    (void)state;
+    struct cma_config *cfg = load_ok(helm_default);
+    assert_int_equal(cfg->n_rules, 6);
+    assert_int_equal(cfg->n_external_rules, 0);
+    assert_null(cfg->resource_rules);
+    const char *container_sq = "{__name__=~\"^container_.*\",container!=\"POD\",namespace!=\"\","
+                               "pod!=\"\"}";
+    const char *generic_sq = "{namespace!=\"\",__name__!~\"^container_.*\"}";
+    const char *matches[] = {"^container_(.*)_seconds_total$",
+                             "^container_(.*)_total$",
+                             "^container_(.*)$",
+                             NULL,
+                             "^(.*)_total$",
+                             "^(.*)_seconds_total$"};
+    const char *filters[] = {NULL,
+                             "^container_.*_seconds_total$",
+                             "^container_.*_total$",
+                             ".*_total$",
+                             ".*_seconds_total",
+                             NULL};
+    for (size_t i = 0; i < 6; i++) {
+        const struct cma_config_rule *r = &cfg->rules[i];
+        assert_str(&r->series_query, i < 3 ? container_sq : generic_sq);
+        assert_false(r->series_query.plain); /* single-quoted */
+        if (matches[i]) {
+            assert_str(&r->name_matches, matches[i]);
+        } else { /* matches: "" is set but empty */
+            assert_str(&r->name_matches, "");
+        }
+        assert_str(&r->name_as, "");
+        assert_int_equal(r->n_series_filters, filters[i] ? 1 : 0);
+        if (filters[i]) {
+            assert_str(&r->series_filters[0].is, NULL);
+            assert_str(&r->series_filters[0].is_not, filters[i]);
+        }
+        assert_true(r->resources.namespaced);
+        assert_false(r->resources.namespaced_set);
+        if (i < 3) {
+            assert_int_equal(r->resources.n_overrides, 2);
+            assert_string_equal(r->resources.overrides[0].label, "namespace");
+            assert_str(&r->resources.overrides[0].resource, "namespace");
+            assert_str(&r->resources.overrides[0].group, NULL);
+            assert_string_equal(r->resources.overrides[1].label, "pod");
+            assert_str(&r->resources.overrides[1].resource, "pod");
+            assert_str(&r->resources.template_, NULL);
+        } else {
+            assert_int_equal(r->resources.n_overrides, 0);
+            assert_str(&r->resources.template_, "<<.Resource>>");
+            assert_true(r->resources.template_.plain);
+        }
+    }
+    assert_str(&cfg->rules[0].metrics_query,
+               "sum(rate(<<.Series>>{<<.LabelMatchers>>,container!=\"POD\"}[5m])) by "
+               "(<<.GroupBy>>)");
+    assert_true(cfg->rules[0].metrics_query.plain);
+    assert_str(&cfg->rules[2].metrics_query,
+               "sum(<<.Series>>{<<.LabelMatchers>>,container!=\"POD\"}) by (<<.GroupBy>>)");
+    assert_str(&cfg->rules[5].metrics_query,
+               "sum(rate(<<.Series>>{<<.LabelMatchers>>}[5m])) by (<<.GroupBy>>)");
+    /* Positions: rule items, values, and the file pointer. */
+    assert_int_equal(cfg->rules[0].pos.line, 2);
+    assert_int_equal(cfg->rules[0].pos.column, 3);
+    assert_ptr_equal(cfg->rules[0].pos.file, cfg->file);
+    assert_int_equal(cfg->rules[1].series_filters[0].pos.line, 16);
+    assert_int_equal(cfg->rules[1].series_filters[0].pos.column, 5);
+    assert_int_equal(cfg->rules[1].series_filters[0].is_not.pos.line, 16);
+    assert_int_equal(cfg->rules[1].series_filters[0].is_not.pos.column, 12);
+    assert_int_equal(cfg->rules[0].metrics_query.pos.line, 13);
+    assert_int_equal(cfg->rules[0].metrics_query.pos.column, 17);
+    assert_ptr_equal(cfg->rules[0].metrics_query.pos.file, cfg->file);
+    cma_config_free(cfg);
+}
+
+static void test_cma_config_load_string__seed001_gpu_rules(void **state)
+{
+    (void)state;
+    struct cma_config *cfg = load_ok(seed001);
+    assert_int_equal(cfg->n_rules, 5);
+    const char *queries[] = {"DCGM_FI_DEV_GPU_UTIL{}", "DCGM_CUSTOM_PROCESS_SM_UTIL{}",
+                             "DCGM_FI_DEV_FB_USED{}", "DCGM_CUSTOM_PROCESS_MEM_USED{}",
+                             "DCGM_CUSTOM_PROCESS_MEM_USED{NamespaceName!=\"\",PodName!=\"\"}"};
+    const size_t n_overrides[] = {1, 3, 1, 3, 2};
+    for (size_t i = 0; i < 5; i++) {
+        const struct cma_config_rule *r = &cfg->rules[i];
+        assert_str(&r->series_query, queries[i]); /* the trailing # comments are not values */
+        assert_true(r->series_query.plain);
+        assert_int_equal(r->resources.n_overrides, n_overrides[i]);
+        assert_int_equal(r->n_series_filters, 0);
+        assert_str(&r->resources.template_, NULL);
+    }
+    assert_str(&cfg->rules[0].metrics_query,
+               "avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)");
+    assert_string_equal(cfg->rules[0].resources.overrides[0].label, "NodeName");
+    assert_str(&cfg->rules[0].resources.overrides[0].resource, "node");
+    assert_int_equal(cfg->rules[0].resources.overrides[0].pos.line, 5);
+    assert_int_equal(cfg->rules[0].resources.overrides[0].pos.column, 7);
+    assert_string_equal(cfg->rules[1].resources.overrides[0].label, "NamespaceName");
+    assert_string_equal(cfg->rules[1].resources.overrides[1].label, "NodeName");
+    assert_string_equal(cfg->rules[1].resources.overrides[2].label, "PodName");
+    assert_str(&cfg->rules[1].resources.overrides[2].resource, "pod");
+    const struct cma_config_rule *ratio = &cfg->rules[4];
+    assert_str(&ratio->name_as, "${1}_GPU_MEM_USED_RATIO");
+    assert_str(&ratio->name_matches, "^(.*)_MEM_USED");
+    assert_str(&ratio->metrics_query,
+               "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>) / "
+               "sum(DCGM_CUSTOM_CONTAINER_MEM_ALLOCATED{}) by (<<.GroupBy>>)");
+    assert_str(&cfg->rules[0].name_as, NULL);
+    assert_str(&cfg->rules[0].name_matches, NULL);
+    /* Absent name: positions fall back to the rule. */
+    assert_int_equal(cfg->rules[0].name_as.pos.line, 2);
+    cma_config_free(cfg);
+}
+
+static void test_cma_config_load_string__resource_rules(void **state)
+{
+    (void)state;
+    struct cma_config *cfg = load_ok(kube_prometheus_resource_rules);
+    assert_int_equal(cfg->n_rules, 0);
+    const struct cma_config_resource_rules *rr = cfg->resource_rules;
+    assert_non_null(rr);
+    assert_str(&rr->window, "5m");
+    assert_int_equal(rr->window_ms, 300000);
+    assert_str(&rr->cpu.container_query,
+               "sum by (<<.GroupBy>>) (\n  irate (\n      container_cpu_usage_seconds_total"
+               "{<<.LabelMatchers>>,container!=\"\",pod!=\"\"}[4m]\n  )\n)\n");
+    assert_false(rr->cpu.container_query.plain);
+    assert_int_equal(rr->cpu.container_query.pos.line, 3);
+    assert_str(&rr->cpu.node_query, "sum by (<<.GroupBy>>) (\n  irate(\n      "
+                                    "node_cpu_usage_seconds_total{<<.LabelMatchers>>}[4m]\n  "
+                                    ")\n)\n");
+    assert_int_equal(rr->cpu.resources.n_overrides, 3);
+    assert_string_equal(rr->cpu.resources.overrides[1].label, "node");
+    assert_str(&rr->cpu.container_label, NULL);
+    assert_str(&rr->memory.container_label, "container");
+    assert_int_equal(rr->memory.resources.n_overrides, 3);
+    assert_string_equal(rr->memory.resources.overrides[0].label, "node");
+    assert_str(&rr->memory.node_query,
+               "sum by (<<.GroupBy>>) (\n  node_memory_working_set_bytes{<<.LabelMatchers>>}\n)\n");
+    cma_config_free(cfg);
+}
+
+static void test_cma_config_load_string__resource_rules_presence(void **state)
+{
+    (void)state;
+    struct cma_config *cfg = load_ok("resourceRules: {}\n");
+    assert_non_null(cfg->resource_rules);
+    assert_int_equal(cfg->resource_rules->window_ms, 0);
+    assert_str(&cfg->resource_rules->window, NULL);
+    assert_str(&cfg->resource_rules->cpu.container_query, NULL);
+    assert_true(cfg->resource_rules->cpu.resources.namespaced);
+    cma_config_free(cfg);
+    cfg = load_ok("resourceRules:\n  cpu:\n  window: 0\n");
+    assert_non_null(cfg->resource_rules);
+    assert_str(&cfg->resource_rules->window, "0");
+    assert_int_equal(cfg->resource_rules->window_ms, 0);
+    cma_config_free(cfg);
+}
+
+static void test_cma_config_load_string__window_durations(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        long long ms;
+    } good[] = {{"0", 0},
+                {"0s", 0},
+                {"90s", 90000},
+                {"1h30m", 5400000},
+                {"100ms", 100},
+                {"1m500ms", 60500},
+                {"2d", 172800000},
+                {"1w", 604800000},
+                {"1y2w3d4h5m6s7ms",
+                 31536000000LL + 1209600000LL + 259200000LL + 14400000LL + 300000LL + 6000LL + 7LL},
+                {"292y", 292LL * 31536000000LL}};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        char text[128];
+        snprintf(text, sizeof(text), "resourceRules:\n  window: \"%s\"\n", good[i].text);
+        struct cma_config *cfg = load_ok(text);
+        assert_int_equal(cfg->resource_rules->window_ms, good[i].ms);
+        assert_str(&cfg->resource_rules->window, good[i].text);
+        cma_config_free(cfg);
+    }
+    const char *bad[] = {"1.5m",
+                         "5",
+                         "m",
+                         "5m1h",
+                         "5mm",
+                         "-1m",
+                         "1m ",
+                         "300y",
+                         "1s1s",
+                         "5M",
+                         "99999999999999999999s"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[128], want[256];
+        snprintf(text, sizeof(text), "resourceRules:\n  window: \"%s\"\n", bad[i]);
+        snprintf(want, sizeof(want),
+                 "cfg.yaml:2:11: invalid window \"%s\": not a Prometheus duration (e.g. 1m, "
+                 "5m30s)",
+                 bad[i]);
+        load_fails(text, CMA_ERR_CONFIG_VALUE, want);
+    }
+}
+
+static void test_cma_config_load_string__external_rules_namespaced(void **state)
+{
+    (void)state;
+    struct cma_config *cfg = load_ok(external_rules);
+    assert_int_equal(cfg->n_rules, 0);
+    assert_int_equal(cfg->n_external_rules, 2);
+    const struct cma_config_rule *lag = &cfg->external_rules[0];
+    assert_str(&lag->series_query, "{__name__=\"queue_consumer_lag\",name!=\"\"}");
+    assert_true(lag->resources.namespaced);
+    assert_false(lag->resources.namespaced_set);
+    assert_int_equal(lag->resources.n_overrides, 1);
+    assert_string_equal(lag->resources.overrides[0].label, "namespace");
+    assert_str(&lag->resources.overrides[0].resource, "namespace");
+    const struct cma_config_rule *depth = &cfg->external_rules[1];
+    assert_false(depth->resources.namespaced);
+    assert_true(depth->resources.namespaced_set);
+    assert_str(&depth->metrics_query, "sum(<<.Series>>{<<.LabelMatchers>>}) by (name)");
+    assert_int_equal(depth->pos.line, 6);
+    assert_int_equal(depth->resources.pos.line, 9);
+    assert_int_equal(depth->resources.pos.column, 5);
+    cma_config_free(cfg);
+    /* yaml.v2 bools: yes/no/on/off too. */
+    cfg = load_ok("externalRules:\n- resources: {namespaced: no}\n- resources: {namespaced: On}\n"
+                  "- resources: {namespaced: ~}\n");
+    assert_false(cfg->external_rules[0].resources.namespaced);
+    assert_true(cfg->external_rules[1].resources.namespaced);
+    assert_true(cfg->external_rules[1].resources.namespaced_set);
+    assert_true(cfg->external_rules[2].resources.namespaced);
+    assert_false(cfg->external_rules[2].resources.namespaced_set);
+    cma_config_free(cfg);
+}
+
+static void test_cma_config_load_string__json(void **state)
+{
+    (void)state;
+    struct cma_config *cfg =
+        load_ok("{\n"
+                "\t\"rules\": [{\n"
+                "\t\t\"seriesQuery\": \"{__name__=~\\\"^http_.*\\\"}\",\n"
+                "\t\t\"seriesFilters\": [{\"isNot\": \"_bucket$\"}],\n"
+                "\t\t\"resources\": {\"overrides\": {\"pod\": {\"group\": \"\", \"resource\": "
+                "\"pods\"}}},\n"
+                "\t\t\"name\": {\"matches\": \"^(.*)_total$\", \"as\": \"${1}_per_second\"},\n"
+                "\t\t\"metricsQuery\": \"sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by "
+                "(<<.GroupBy>>)\"\n"
+                "\t}],\n"
+                "\t\"resourceRules\": {\"window\": \"1m\"}\n"
+                "}\n");
+    assert_int_equal(cfg->n_rules, 1);
+    assert_str(&cfg->rules[0].series_query, "{__name__=~\"^http_.*\"}");
+    assert_str(&cfg->rules[0].series_filters[0].is_not, "_bucket$");
+    assert_str(&cfg->rules[0].resources.overrides[0].group, "");
+    assert_str(&cfg->rules[0].resources.overrides[0].resource, "pods");
+    assert_str(&cfg->rules[0].name_as, "${1}_per_second");
+    assert_int_equal(cfg->rules[0].series_query.pos.line, 3);
+    assert_int_equal(cfg->rules[0].series_query.pos.column, 18);
+    assert_int_equal(cfg->resource_rules->window_ms, 60000);
+    cma_config_free(cfg);
+}
+
+static void test_cma_config_load_string__scalars_become_strings(void **state)
+{
+    (void)state;
+    struct cma_config *cfg = load_ok("rules:\n- seriesQuery: 123\n  metricsQuery: true\n"
+                                     "  name: {matches: 1.5, as: ~}\n"
+                                     "  resources: {template: null}\n");
+    const struct cma_config_rule *r = &cfg->rules[0];
+    assert_str(&r->series_query, "123");
+    assert_str(&r->metrics_query, "true");
+    assert_str(&r->name_matches, "1.5");
+    /* null: unset, positioned at its key */
+    assert_str(&r->name_as, NULL);
+    assert_int_equal(r->name_as.pos.line, 4);
+    assert_int_equal(r->name_as.pos.column, 24);
+    assert_str(&r->resources.template_, NULL);
+    assert_int_equal(r->resources.template_.pos.column, 15);
+    /* absent: unset, positioned at the enclosing rule */
+    assert_int_equal(r->n_series_filters, 0);
+    cma_config_free(cfg);
+}
+
+static void test_cma_config_load_string__plain_flag(void **state)
+{
+    (void)state;
+    struct cma_config *cfg = load_ok("rules:\n"
+                                     "- seriesQuery: up{job=\"x\"}\n"
+                                     "  metricsQuery: sum(x)\n"
+                                     "    by (y)\n"
+                                     "  name: {matches: \"a\", as: 'b'}\n"
+                                     "  resources:\n"
+                                     "    template: >-\n"
+                                     "      <<.Resource>>\n");
+    const struct cma_config_rule *r = &cfg->rules[0];
+    assert_true(r->series_query.plain);
+    assert_int_equal(r->series_query.pos.column, 16);
+    assert_str(&r->metrics_query, "sum(x) by (y)");
+    assert_false(r->metrics_query.plain); /* two lines */
+    assert_false(r->name_matches.plain);
+    assert_false(r->name_as.plain);
+    assert_str(&r->resources.template_, "<<.Resource>>");
+    assert_false(r->resources.template_.plain);
+    cma_config_free(cfg);
+}
+
+static void test_cma_config_load_string__null_items_are_skipped(void **state)
+{
+    (void)state;
+    struct cma_config *cfg = load_ok("rules:\n-\n- seriesQuery: a\n  seriesFilters:\n  - ~\n"
+                                     "  - is: x\n-\n");
+    assert_int_equal(cfg->n_rules, 1);
+    assert_str(&cfg->rules[0].series_query, "a");
+    assert_int_equal(cfg->rules[0].n_series_filters, 1);
+    assert_str(&cfg->rules[0].series_filters[0].is, "x");
+    cma_config_free(cfg);
+}
+
+static void test_cma_config_load_string__empty_filter_side_counts_as_absent(void **state)
+{
+    (void)state;
+    struct cma_config *cfg =
+        load_ok("rules:\n- seriesFilters:\n  - {is: \"\", isNot: x}\n  - {is: y, isNot: ''}\n");
+    const struct cma_config_rule *r = &cfg->rules[0];
+    assert_str(&r->series_filters[0].is, NULL);
+    assert_str(&r->series_filters[0].is_not, "x");
+    assert_str(&r->series_filters[1].is, "y");
+    assert_str(&r->series_filters[1].is_not, NULL);
+    cma_config_free(cfg);
+}
+
+static void test_cma_config_load_string__anchors_and_aliases(void **state)
+{
+    (void)state;
+    struct cma_config *cfg = load_ok("rules:\n"
+                                     "- seriesQuery: a\n"
+                                     "  resources: &res\n"
+                                     "    overrides: {pod: {resource: pod}}\n"
+                                     "  metricsQuery: &q sum(<<.Series>>)\n"
+                                     "- seriesQuery: b\n"
+                                     "  resources: *res\n"
+                                     "  metricsQuery: *q\n");
+    assert_int_equal(cfg->n_rules, 2);
+    assert_string_equal(cfg->rules[1].resources.overrides[0].label, "pod");
+    assert_str(&cfg->rules[1].metrics_query, "sum(<<.Series>>)");
+    /* separate copies: freeing one rule's strings cannot affect the other */
+    assert_ptr_not_equal(cfg->rules[0].metrics_query.s, cfg->rules[1].metrics_query.s);
+    cma_config_free(cfg);
+}
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+static void test_cma_config_load_string__unknown_keys(void **state)
+{
+    (void)state;
+    load_fails("rules: []\nexternalrules: []\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:2:1: unknown key \"externalrules\" (allowed: rules, externalRules, "
+               "resourceRules)");
+    load_fails("rules:\n- seriesquery: up\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:2:3: unknown key \"seriesquery\" (allowed: seriesQuery, seriesFilters, "
+               "resources, name, metricsQuery)");
+    load_fails("rules:\n- resources:\n    overide: {}\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:3:5: unknown key \"overide\" (allowed: overrides, template, namespaced)");
+    load_fails("rules:\n- name:\n    match: x\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:3:5: unknown key \"match\" (allowed: matches, as)");
+    load_fails("rules:\n- seriesFilters:\n  - isnot: x\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:3:5: unknown key \"isnot\" (allowed: is, isNot)");
+    load_fails("rules:\n- resources:\n    overrides:\n      pod: {resource: pod, kind: Pod}\n",
+               CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:4:28: unknown key \"kind\" (allowed: group, resource)");
+    load_fails("resourceRules:\n  disk: {}\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:2:3: unknown key \"disk\" (allowed: cpu, memory, window)");
+    load_fails("resourceRules:\n  cpu:\n    podQuery: x\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:3:5: unknown key \"podQuery\" (allowed: containerQuery, nodeQuery, "
+               "resources, containerLabel)");
+    load_fails("resourceRules:\n  memory:\n    resources: {templates: x}\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:3:17: unknown key \"templates\" (allowed: overrides, template, "
+               "namespaced)");
+    load_fails("<<: {rules: []}\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:1:1: merge keys (<<) are not supported: write the keys out in full");
+    load_fails("rules:\n- resources:\n    overrides:\n      <<: {pod: {resource: pod}}\n",
+               CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:4:7: merge keys (<<) are not supported: write the keys out in full");
+    load_fails("'<<': 1\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:1:1: unknown key \"<<\" (allowed: rules, externalRules, resourceRules)");
+    load_fails("\"a\\tb\": 1\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:1:1: unknown key \"a\\tb\" (allowed: rules, externalRules, "
+               "resourceRules)");
+}
+
+static void test_cma_config_load_string__wrong_shapes(void **state)
+{
+    (void)state;
+    load_fails("- a\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:1:1: expected a mapping (rules, externalRules, resourceRules) at the top "
+               "level, got a list");
+    load_fails("just text\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:1:1: expected a mapping (rules, externalRules, resourceRules) at the top "
+               "level, got a string");
+    load_fails("rules: {}\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:1:8: expected a list for rules, got a mapping");
+    load_fails("externalRules: x\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:1:16: expected a list for externalRules, got a string");
+    load_fails("rules:\n- up\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:3: expected a mapping for each rule in rules, got a string");
+    load_fails("externalRules:\n- [a]\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:3: expected a mapping for each rule in externalRules, got a list");
+    load_fails("rules:\n- seriesQuery: [a, b]\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:16: expected a string for seriesQuery, got a list");
+    load_fails("rules:\n- metricsQuery: {a: b}\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:17: expected a string for metricsQuery, got a mapping");
+    load_fails("rules:\n- seriesFilters: {is: x}\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:18: expected a list for seriesFilters, got a mapping");
+    load_fails("rules:\n- seriesFilters: [x]\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:19: expected a mapping (is or isNot) for each filter in "
+               "seriesFilters, got a string");
+    load_fails("rules:\n- seriesFilters: [{is: [x]}]\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:24: expected a string for is, got a list");
+    load_fails("rules:\n- resources: [a]\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:14: expected a mapping for resources, got a list");
+    load_fails("rules:\n- resources:\n    overrides: [a]\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:3:16: expected a mapping for overrides, got a list");
+    load_fails("rules:\n- resources:\n    overrides:\n      pod: pods\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:4:12: expected a mapping with group and resource for override \"pod\", "
+               "got a string");
+    load_fails("rules:\n- resources:\n    overrides:\n      pod:\n      resource: pod\n",
+               CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:4:7: expected a mapping with group and resource for override \"pod\", "
+               "got null");
+    load_fails("rules:\n- resources:\n    overrides:\n      pod: {resource: {name: pod}}\n",
+               CMA_ERR_CONFIG_TYPE, "cfg.yaml:4:23: expected a string for resource, got a mapping");
+    load_fails("rules:\n- resources:\n    template: [x]\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:3:15: expected a string for template, got a list");
+    load_fails("rules:\n- name: x\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:9: expected a mapping (matches, as) for name, got a string");
+    load_fails("rules:\n- name: {as: [x]}\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:14: expected a string for as, got a list");
+    load_fails("externalRules:\n- resources: {namespaced: maybe}\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:27: expected true or false for namespaced, got \"maybe\"");
+    load_fails("externalRules:\n- resources: {namespaced: 'true'}\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:27: expected true or false for namespaced, got \"true\"");
+    load_fails("externalRules:\n- resources: {namespaced: [true]}\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:27: expected true or false for namespaced, got a list");
+    load_fails("resourceRules: [cpu]\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:1:16: expected a mapping for resourceRules, got a list");
+    load_fails("resourceRules:\n  cpu: fast\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:8: expected a mapping for cpu, got a string");
+    load_fails("resourceRules:\n  memory: []\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:11: expected a mapping for memory, got a list");
+    load_fails("resourceRules:\n  window: {m: 5}\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:11: expected a string for window, got a mapping");
+    load_fails("resourceRules:\n  cpu:\n    containerLabel: [c]\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:3:21: expected a string for containerLabel, got a list");
+}
+
+static void test_cma_config_load_string__filter_checks(void **state)
+{
+    (void)state;
+    load_fails("rules:\n- seriesQuery: x\n  seriesFilters:\n  - is: a\n    isNot: b\n",
+               CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:4:5: cannot have both an `is` (\"a\") and `isNot` (\"b\") expression in a "
+               "single filter");
+    load_fails("rules:\n- seriesFilters:\n  - is: a\n  - {}\n", CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:4:5: must have either an `is` or `isNot` expression in a filter");
+    load_fails("rules:\n- seriesFilters:\n  - is: \"\"\n    isNot: ~\n", CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:3:5: must have either an `is` or `isNot` expression in a filter");
+    load_fails("rules:\n- seriesFilters:\n  - {is: \"a\\\"b\", isNot: \"c\\\\d\"}\n",
+               CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:3:5: cannot have both an `is` (\"a\\\"b\") and `isNot` (\"c\\\\d\") "
+               "expression in a single filter");
+}
+
+static void test_cma_config_load_string__nul_in_string(void **state)
+{
+    (void)state;
+    load_fails("rules:\n- seriesQuery: \"up\\0x\"\n", CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:16: seriesQuery must not contain a NUL character");
+    load_fails("rules:\n- resources: {overrides: {\"a\\0\": {resource: pod}}}\n",
+               CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:27: override labels must not contain a NUL character");
+}
+
+static void test_cma_config_load_string__yaml_errors_pass_through(void **state)
+{
+    (void)state;
+    load_fails("rules:\n- seriesQuery: a\n  seriesQuery: b\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:3:3: mapping key \"seriesQuery\" already defined at line 2");
+    load_fails("rules:\n- seriesQuery: a: b\n", CMA_ERR_CONFIG_SYNTAX,
+               "cfg.yaml:2:17: mapping values are not allowed in this context");
+}
+
+static void test_cma_config_load_file__missing_file(void **state)
+{
+    (void)state;
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_config *cfg = NULL;
+    assert_int_equal(cma_config_load_file("/nonexistent/config.yaml", &cfg, &err),
+                     CMA_ERR_CONFIG_IO);
+    assert_null(cfg);
+    char out[600];
+    cma_err_format_pos(&err, out, sizeof(out));
+    assert_string_equal(out, "/nonexistent/config.yaml: cannot read config file: No such file or "
+                             "directory");
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = calloc(1, 4096);
+    size_t n = buf ? fread(buf, 1, 4095, f) : 0;
+    fclose(f);
+    while (buf && n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    return buf;
+}
+
+/* Every tests/config-errors/<case>/ gives exactly its expect.error when loaded as
+ * "<case>/config.yaml" from that directory, as the runner does through the binary. */
+static void test_cma_config_load_file__config_error_cases(void **state)
+{
+    (void)state;
+    const char *src = getenv("CMA_SOURCE_DIR");
+    assert_non_null(src);
+    char dir[4096], cwd[4096];
+    snprintf(dir, sizeof(dir), "%s/tests/config-errors", src);
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    assert_int_equal(chdir(dir), 0);
+    DIR *d = opendir(".");
+    assert_non_null(d);
+    size_t n_cases = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[600], expect_path[600];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/config.yaml", e->d_name);
+        if (e->d_name[0] == '.' || stat(path, &st) != 0)
+            continue;
+        snprintf(expect_path, sizeof(expect_path), "%s/expect.error", e->d_name);
+        char *want = read_text(expect_path);
+        if (!want)
+            fail_msg("%s: missing expect.error", e->d_name);
+        struct cma_err err;
+        cma_err_clear(&err);
+        struct cma_config *cfg = NULL;
+        enum cma_errc rc = cma_config_load_file(path, &cfg, &err);
+        if (rc == CMA_OK) {
+            cma_config_free(cfg);
+            fail_msg("%s: loaded without error", e->d_name);
+        }
+        char got[700];
+        cma_err_format_pos(&err, got, sizeof(got));
+        if (strcmp(got, want) != 0)
+            fail_msg("%s:\n  want: %s\n  got:  %s", e->d_name, want, got);
+        free(want);
+        n_cases++;
+    }
+    closedir(d);
+    assert_int_equal(chdir(cwd), 0);
+    assert_true(n_cases >= 13);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cma_config_load_string__empty_configs),
+        cmocka_unit_test(test_cma_config_load_string__helm_default_rules),
+        cmocka_unit_test(test_cma_config_load_string__seed001_gpu_rules),
+        cmocka_unit_test(test_cma_config_load_string__resource_rules),
+        cmocka_unit_test(test_cma_config_load_string__resource_rules_presence),
+        cmocka_unit_test(test_cma_config_load_string__window_durations),
+        cmocka_unit_test(test_cma_config_load_string__external_rules_namespaced),
+        cmocka_unit_test(test_cma_config_load_string__json),
+        cmocka_unit_test(test_cma_config_load_string__scalars_become_strings),
+        cmocka_unit_test(test_cma_config_load_string__plain_flag),
+        cmocka_unit_test(test_cma_config_load_string__null_items_are_skipped),
+        cmocka_unit_test(test_cma_config_load_string__empty_filter_side_counts_as_absent),
+        cmocka_unit_test(test_cma_config_load_string__anchors_and_aliases),
+        cmocka_unit_test(test_cma_config_load_string__unknown_keys),
+        cmocka_unit_test(test_cma_config_load_string__wrong_shapes),
+        cmocka_unit_test(test_cma_config_load_string__filter_checks),
+        cmocka_unit_test(test_cma_config_load_string__nul_in_string),
+        cmocka_unit_test(test_cma_config_load_string__yaml_errors_pass_through),
+        cmocka_unit_test(test_cma_config_load_file__missing_file),
+        cmocka_unit_test(test_cma_config_load_file__config_error_cases),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,412 @@
+/* options_test.c: unit tests for command-line flags: defaults, pflag forms, repeatable
+ * headers, errors (unknown, bad values, verbs, pairs), klog's ignored flags, validation, --help
+ * and the Markdown reference that docs/flags.md must match. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cma/options.h"
+
+#define ARGV(...) ((char *[]){"custom-metrics-adapter", __VA_ARGS__, NULL})
+#define ARGC(...)                                                                                  \
+    ((int)(sizeof((char *[]){"custom-metrics-adapter", __VA_ARGS__}) / sizeof(char *)))
+#define PARSE_OK(...) parse_ok(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__))
+#define PARSE_FAILS(want, ...) parse_fails(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), want)
+
+static struct cma_options *parse_ok(int argc, char **argv)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_options *o = NULL;
+    if (cma_options_parse(argc, argv, &o, NULL, &err))
+        fail_msg("unexpected error: %s", err.msg);
+    assert_non_null(o);
+    return o;
+}
+
+static void parse_fails(int argc, char **argv, const char *want)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_options *sentinel = (struct cma_options *)&err;
+    struct cma_options *o = sentinel;
+    assert_int_equal(cma_options_parse(argc, argv, &o, NULL, &err), CMA_ERR_FLAG);
+    assert_ptr_equal(o, sentinel);
+    assert_int_equal(err.code, CMA_ERR_FLAG);
+    assert_string_equal(err.msg, want);
+}
+
+static void test_cma_options_parse__defaults(void **state)
+{
+    (void)state;
+    struct cma_options *o = PARSE_OK("--config=/etc/adapter/config.yaml");
+    assert_string_equal(o->config, "/etc/adapter/config.yaml");
+    assert_int_equal(o->metrics_relist_interval_ms, 600000);
+    assert_int_equal(o->metrics_max_age_ms, 0);
+    assert_string_equal(o->prometheus_url, "https://localhost");
+    assert_string_equal(o->prometheus_verb, "GET");
+    assert_null(o->prometheus_headers);
+    assert_int_equal(o->n_prometheus_headers, 0);
+    assert_null(o->prometheus_token_file);
+    assert_null(o->prometheus_ca_file);
+    assert_null(o->prometheus_client_tls_cert_file);
+    assert_null(o->prometheus_client_tls_key_file);
+    assert_null(o->prometheus_auth_config);
+    assert_null(o->prometheus_basic_auth_username);
+    assert_null(o->prometheus_basic_auth_password_file);
+    assert_false(o->prometheus_insecure_skip_tls_verify);
+    assert_false(o->prometheus_auth_incluster);
+    assert_int_equal(o->prometheus_timeout_ms, 10000);
+    assert_int_equal(o->prometheus_connect_timeout_ms, 3000);
+    assert_int_equal(o->prometheus_max_response_bytes, 67108864);
+    assert_string_equal(o->bind_address, "0.0.0.0");
+    assert_int_equal(o->secure_port, 6443);
+    assert_string_equal(o->cert_dir, "apiserver.local.config/certificates");
+    assert_null(o->tls_cert_file);
+    assert_null(o->tls_private_key_file);
+    assert_string_equal(o->tls_min_version, "VersionTLS12");
+    assert_null(o->tls_cipher_suites);
+    assert_false(o->disable_http2);
+    assert_int_equal(o->max_connections, 1000);
+    assert_null(o->lister_kubeconfig);
+    assert_int_equal(o->discovery_interval_ms, 600000);
+    assert_int_equal(o->v, 0);
+    assert_false(o->help);
+    assert_false(o->version);
+    assert_false(o->check_config);
+    assert_false(o->print_flags_markdown);
+    cma_options_free(o);
+    cma_options_free(NULL); /* destructors accept NULL */
+}
+
+static void test_cma_options_parse__flag_forms(void **state)
+{
+    (void)state;
+    /* the Helm chart's and kube-prometheus's argument lists */
+    struct cma_options *o =
+        PARSE_OK("--secure-port=6443", "--cert-dir=/tmp/cert",
+                 "--prometheus-url=http://prometheus.default.svc:9090", "--metrics-relist-interval",
+                 "1m", "-v", "4", "--config", "/etc/adapter/config.yaml", "--disable-http2",
+                 "--prometheus-auth-incluster=true", "--prometheus-insecure-skip-tls-verify=false",
+                 "-prometheus-timeout", "1m30s", "-max-connections=50", "--check-config");
+    assert_int_equal(o->secure_port, 6443);
+    assert_string_equal(o->cert_dir, "/tmp/cert");
+    assert_string_equal(o->prometheus_url, "http://prometheus.default.svc:9090");
+    assert_int_equal(o->metrics_relist_interval_ms, 60000);
+    assert_int_equal(o->v, 4);
+    assert_string_equal(o->config, "/etc/adapter/config.yaml");
+    assert_true(o->disable_http2);
+    assert_true(o->prometheus_auth_incluster);
+    assert_false(o->prometheus_insecure_skip_tls_verify);
+    assert_int_equal(o->prometheus_timeout_ms, 90000);
+    assert_int_equal(o->max_connections, 50);
+    assert_true(o->check_config);
+    cma_options_free(o);
+
+    o = PARSE_OK("--config=a", "-v=6", "--disable-http2=T", "--disable-http2=0");
+    assert_int_equal(o->v, 6);
+    assert_false(o->disable_http2);
+    cma_options_free(o);
+    o = PARSE_OK("--config=a", "-v10", "--v=8", "--prometheus-url=", "--config=b");
+    assert_int_equal(o->v, 8);                  /* last one wins */
+    assert_string_equal(o->prometheus_url, ""); /* an explicit empty value */
+    assert_string_equal(o->config, "b");
+    cma_options_free(o);
+    /* a value may start with '-' once the flag asks for one (pflag) */
+    o = PARSE_OK("--config", "-odd-name.yaml", "--secure-port", "0x1bb");
+    assert_string_equal(o->config, "-odd-name.yaml");
+    assert_int_equal(o->secure_port, 443);
+    cma_options_free(o);
+}
+
+static void test_cma_options_parse__help_and_version_need_no_config(void **state)
+{
+    (void)state;
+    struct cma_options *o = PARSE_OK("-h");
+    assert_true(o->help);
+    cma_options_free(o);
+    o = PARSE_OK("--version");
+    assert_true(o->version);
+    cma_options_free(o);
+    o = PARSE_OK("--print-flags-markdown");
+    assert_true(o->print_flags_markdown);
+    cma_options_free(o);
+    PARSE_FAILS("no metrics discovery configuration file specified (make sure to use --config)",
+                "--v=2");
+}
+
+static void test_cma_options_parse__repeatable_header(void **state)
+{
+    (void)state;
+    struct cma_options *o =
+        PARSE_OK("--config=c", "--prometheus-header=X-Scope-OrgID=tenant-a", "--prometheus-header",
+                 "foo", "--prometheus-header=bux=baz=23", "--prometheus-header=X-Scope-OrgID=b");
+    assert_int_equal(o->n_prometheus_headers, 4);
+    assert_string_equal(o->prometheus_headers[0], "X-Scope-OrgID=tenant-a");
+    assert_string_equal(o->prometheus_headers[1], "foo");
+    assert_string_equal(o->prometheus_headers[2], "bux=baz=23");
+    assert_string_equal(o->prometheus_headers[3], "X-Scope-OrgID=b");
+    cma_options_free(o);
+}
+
+static void test_cma_options_parse__unknown_flags_and_arguments(void **state)
+{
+    (void)state;
+    PARSE_FAILS("unknown flag: --foo", "--config=c", "--foo");
+    PARSE_FAILS("unknown flag: --foo", "--config=c", "--foo=bar");
+    PARSE_FAILS("unknown flag: -foo", "--config=c", "-foo");
+    PARSE_FAILS("unknown flag: --", "--config=c", "--=x");
+    PARSE_FAILS("unknown shorthand flag: 'x' in -hx", "-hx");
+    PARSE_FAILS("unexpected argument \"extra\": the adapter takes only flags", "--config=c",
+                "extra");
+    PARSE_FAILS("unexpected argument \"-\": the adapter takes only flags", "--config=c", "-");
+    PARSE_FAILS("unexpected argument \"--v=3\": the adapter takes only flags", "--config=c", "--",
+                "--v=3");
+    PARSE_FAILS("flag needs an argument: --config", "--config");
+    PARSE_FAILS("flag needs an argument: -v", "--config=c", "-v");
+    /* "--" alone is fine */
+    struct cma_options *o = PARSE_OK("--config=c", "--");
+    assert_string_equal(o->config, "c");
+    cma_options_free(o);
+}
+
+static void test_cma_options_parse__bad_values(void **state)
+{
+    (void)state;
+    PARSE_FAILS("invalid argument \"abc\" for \"--secure-port\" flag: not an integer", "--config=c",
+                "--secure-port=abc");
+    PARSE_FAILS("invalid argument \"65536\" for \"--secure-port\" flag: must be an integer from 0 "
+                "to 65535",
+                "--config=c", "--secure-port=65536");
+    PARSE_FAILS("invalid argument \"-1\" for \"--secure-port\" flag: must be an integer from 0 to "
+                "65535",
+                "--config=c", "--secure-port", "-1");
+    PARSE_FAILS("invalid argument \" 8\" for \"--secure-port\" flag: not an integer", "--config=c",
+                "--secure-port= 8");
+    PARSE_FAILS("invalid argument \"99999999999999999999\" for \"--prometheus-max-response-bytes\" "
+                "flag: not an integer",
+                "--config=c", "--prometheus-max-response-bytes=99999999999999999999");
+    PARSE_FAILS("invalid argument \"0\" for \"--prometheus-max-response-bytes\" flag: must be at "
+                "least 1",
+                "--config=c", "--prometheus-max-response-bytes=0");
+    PARSE_FAILS("invalid argument \"10\" for \"--metrics-relist-interval\" flag: not a duration "
+                "(e.g. 30s, 5m, 1h30m)",
+                "--config=c", "--metrics-relist-interval=10");
+    PARSE_FAILS("invalid argument \"soon\" for \"--prometheus-timeout\" flag: not a duration (e.g. "
+                "30s, 5m, 1h30m)",
+                "--config=c", "--prometheus-timeout", "soon");
+    PARSE_FAILS("invalid argument \"0s\" for \"--metrics-relist-interval\" flag: must be at least "
+                "1ms",
+                "--config=c", "--metrics-relist-interval=0s");
+    PARSE_FAILS("invalid argument \"-5m\" for \"--metrics-max-age\" flag: must be at least 0s",
+                "--config=c", "--metrics-max-age=-5m");
+    PARSE_FAILS("invalid argument \"maybe\" for \"--disable-http2\" flag: expected true or false",
+                "--config=c", "--disable-http2=maybe");
+    PARSE_FAILS("invalid argument \"101\" for \"--v\" flag: must be an integer from 0 to 100",
+                "--config=c", "-v101");
+    PARSE_FAILS("invalid argument \"VersionTLS11\" for \"--tls-min-version\" flag: allowed values "
+                "are VersionTLS12, VersionTLS13",
+                "--config=c", "--tls-min-version=VersionTLS11");
+    struct cma_options *o = PARSE_OK("--config=c", "--metrics-max-age=0", "--secure-port=0",
+                                     "--tls-min-version=VersionTLS13");
+    assert_int_equal(o->metrics_max_age_ms, 0);
+    assert_int_equal(o->secure_port, 0);
+    assert_string_equal(o->tls_min_version, "VersionTLS13");
+    cma_options_free(o);
+}
+
+static void test_cma_options_parse__prometheus_verb(void **state)
+{
+    (void)state;
+    struct cma_options *o = PARSE_OK("--config=c", "--prometheus-verb=POST");
+    assert_string_equal(o->prometheus_verb, "POST");
+    cma_options_free(o);
+    PARSE_FAILS("unsupported Prometheus HTTP verb \"PUT\"; supported verbs: \"GET\" and \"POST\"",
+                "--config=c", "--prometheus-verb=PUT");
+    PARSE_FAILS("unsupported Prometheus HTTP verb \"post\"; supported verbs: \"GET\" and \"POST\"",
+                "--config=c", "--prometheus-verb", "post");
+}
+
+static void test_cma_options_parse__certificate_pairs(void **state)
+{
+    (void)state;
+    PARSE_FAILS("--prometheus-client-tls-cert-file and --prometheus-client-tls-key-file must be "
+                "given together",
+                "--config=c", "--prometheus-client-tls-cert-file=c.pem");
+    PARSE_FAILS("--prometheus-client-tls-cert-file and --prometheus-client-tls-key-file must be "
+                "given together",
+                "--config=c", "--prometheus-client-tls-key-file=k.pem");
+    PARSE_FAILS("--tls-cert-file and --tls-private-key-file must be given together", "--config=c",
+                "--tls-private-key-file=k.pem");
+    struct cma_options *o =
+        PARSE_OK("--config=c", "--prometheus-client-tls-cert-file=c.pem",
+                 "--prometheus-client-tls-key-file=k.pem", "--prometheus-ca-file=ca.pem",
+                 "--tls-cert-file=/var/run/serving-cert/tls.crt",
+                 "--tls-private-key-file=/var/run/serving-cert/tls.key");
+    assert_string_equal(o->prometheus_client_tls_cert_file, "c.pem");
+    assert_string_equal(o->prometheus_client_tls_key_file, "k.pem");
+    assert_string_equal(o->prometheus_ca_file, "ca.pem");
+    assert_string_equal(o->tls_cert_file, "/var/run/serving-cert/tls.crt");
+    assert_string_equal(o->tls_private_key_file, "/var/run/serving-cert/tls.key");
+    cma_options_free(o);
+}
+
+static void test_cma_options_parse__klog_flags_are_ignored_with_a_warning(void **state)
+{
+    (void)state;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *warnings = open_memstream(&text, &len);
+    assert_non_null(warnings);
+    char *argv[] = {
+        "adapter",           "--logtostderr=true", "--log-dir", "/var/log",         "--v=10",
+        "--alsologtostderr", "--config",           "c.yaml",    "--log_file=x.log", "-vmodule=a=2",
+        "--skip-headers",    "--stderrthreshold",  "ERROR",     "--one_output",     NULL};
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_options *o = NULL;
+    assert_int_equal(cma_options_parse(14, argv, &o, warnings, &err), CMA_OK);
+    fclose(warnings);
+    assert_string_equal(o->config, "c.yaml"); /* --log-dir consumed /var/log, not --v */
+    assert_int_equal(o->v, 10);
+    cma_options_free(o);
+    assert_string_equal(text, "flag --logtostderr is deprecated (a klog flag) and ignored\n"
+                              "flag --log-dir is deprecated (a klog flag) and ignored\n"
+                              "flag --alsologtostderr is deprecated (a klog flag) and ignored\n"
+                              "flag --log_file is deprecated (a klog flag) and ignored\n"
+                              "flag --vmodule is deprecated (a klog flag) and ignored\n"
+                              "flag --skip-headers is deprecated (a klog flag) and ignored\n"
+                              "flag --stderrthreshold is deprecated (a klog flag) and ignored\n"
+                              "flag --one_output is deprecated (a klog flag) and ignored\n");
+    free(text);
+    /* no warnings stream: still accepted; a bool klog flag still checks its value */
+    o = PARSE_OK("--config=c", "--add-dir-header", "--log-flush-frequency=5s");
+    cma_options_free(o);
+    PARSE_FAILS("invalid argument \"yes\" for \"--logtostderr\" flag: expected true or false",
+                "--config=c", "--logtostderr=yes");
+}
+
+static void test_cma_options_validate__max_age_and_relist(void **state)
+{
+    (void)state;
+    struct cma_options *o =
+        PARSE_OK("--config=c", "--metrics-relist-interval=5m", "--metrics-max-age=1m");
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_options_validate(o, true, &err), CMA_ERR_FLAG);
+    assert_string_equal(err.msg, "max age must not be less than relist interval");
+    assert_int_equal(cma_options_validate(o, false, NULL), CMA_OK);
+    cma_options_free(o);
+    o = PARSE_OK("--config=c", "--metrics-relist-interval=5m");
+    assert_int_equal(cma_options_validate(o, true, NULL), CMA_OK); /* 0 = relist interval */
+    cma_options_free(o);
+    o = PARSE_OK("--config=c", "--metrics-relist-interval=1m", "--metrics-max-age=1m");
+    assert_int_equal(cma_options_validate(o, true, NULL), CMA_OK);
+    cma_options_free(o);
+}
+
+static char *capture(void (*print)(FILE *, const char *), const char *argv0, bool markdown)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    if (markdown)
+        cma_options_print_markdown(f);
+    else
+        print(f, argv0);
+    fclose(f);
+    assert_non_null(text);
+    return text;
+}
+
+static void test_cma_options_print_help__lists_flags_with_defaults(void **state)
+{
+    (void)state;
+    char *help = capture(cma_options_print_help, "/usr/local/bin/custom-metrics-adapter", false);
+    assert_true(strncmp(help, "Usage: custom-metrics-adapter [flags]\n", 38) == 0);
+    assert_non_null(strstr(help, "\n      --secure-port int "));
+    assert_non_null(strstr(help, "Port on which to serve HTTPS (default 6443)\n"));
+    assert_non_null(strstr(help, "(default \"https://localhost\")\n"));
+    assert_non_null(strstr(help, "re-read from the backend (default 10m0s)\n"));
+    assert_non_null(strstr(help, "\n  -v, --v int "));
+    assert_non_null(strstr(help, "\n  -h, --help "));
+    assert_non_null(strstr(help, "\n      --prometheus-header stringArray "));
+    assert_non_null(strstr(help, "\n      --disable-http2 "));
+    assert_null(strstr(help, "--print-flags-markdown"));
+    assert_null(strstr(help, "--logtostderr"));
+    assert_null(strstr(help, "(default 0"));
+    /* every flag of the Markdown table is in the help, and the columns line up */
+    char *md = capture(NULL, NULL, true);
+    size_t n_flags = 0;
+    for (const char *p = strstr(md, "\n| `"); p; p = strstr(p + 1, "\n| `")) {
+        const char *name = strstr(p, "`--");
+        const char *end = strchr(name + 1, '`');
+        char needle[96];
+        snprintf(needle, sizeof(needle), "%.*s ", (int)(end - name - 1), name + 1);
+        if (!strstr(help, needle))
+            fail_msg("%s is missing from --help", needle);
+        n_flags++;
+    }
+    assert_int_equal(n_flags, 33);
+    const char *col_a = strstr(help, "      --config string");
+    const char *col_b = strstr(help, "  -h, --help");
+    assert_non_null(col_a);
+    assert_non_null(col_b);
+    assert_int_equal(strstr(col_a, "Metrics") - col_a, strstr(col_b, "Print") - col_b);
+    free(md);
+    free(help);
+}
+
+static void test_cma_options_print_markdown__matches_docs_flags_md(void **state)
+{
+    (void)state;
+    const char *src = getenv("CMA_SOURCE_DIR");
+    assert_non_null(src);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/docs/flags.md", src);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    char *doc = calloc(1, 1 << 16);
+    assert_non_null(doc);
+    size_t n = fread(doc, 1, (1 << 16) - 1, f);
+    fclose(f);
+    doc[n] = '\0';
+    const char *marker = "<!-- generated by --print-flags-markdown: do not edit below -->\n";
+    const char *at = strstr(doc, marker);
+    if (!at)
+        fail_msg("docs/flags.md has no marker line");
+    char *md = capture(NULL, NULL, true);
+    assert_string_equal(at + strlen(marker), md);
+    assert_true(strncmp(md, "| flag | type | default | description |\n", 40) == 0);
+    assert_non_null(strstr(md, "| `--secure-port` | int | `6443` | "));
+    assert_non_null(strstr(md, "| `-v`, `--v` | int | | "));
+    free(md);
+    free(doc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cma_options_parse__defaults),
+        cmocka_unit_test(test_cma_options_parse__flag_forms),
+        cmocka_unit_test(test_cma_options_parse__help_and_version_need_no_config),
+        cmocka_unit_test(test_cma_options_parse__repeatable_header),
+        cmocka_unit_test(test_cma_options_parse__unknown_flags_and_arguments),
+        cmocka_unit_test(test_cma_options_parse__bad_values),
+        cmocka_unit_test(test_cma_options_parse__prometheus_verb),
+        cmocka_unit_test(test_cma_options_parse__certificate_pairs),
+        cmocka_unit_test(test_cma_options_parse__klog_flags_are_ignored_with_a_warning),
+        cmocka_unit_test(test_cma_options_validate__max_age_and_relist),
+        cmocka_unit_test(test_cma_options_print_help__lists_flags_with_defaults),
+        cmocka_unit_test(test_cma_options_print_markdown__matches_docs_flags_md),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
