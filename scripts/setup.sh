@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake pkg-config clang
   libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libyaml-dev
   libcmocka-dev libpcre2-dev libyajl-dev libgnutls28-dev
-  prometheus victoria-metrics curl openssl python3 valgrind jq)
+  prometheus victoria-metrics curl openssl python3 python3-yaml valgrind jq)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
