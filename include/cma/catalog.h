@@ -31,8 +31,8 @@ struct cma_catalog;
 struct cma_catalog_builder;
 
 /* Takes a reference on mapper. rules must outlive every catalog built from it. */
-enum cma_errc cma_catalog_builder_new(struct cma_restmapper *mapper, struct cma_catalog_builder **ret,
-                                      struct cma_err *reterr);
+enum cma_errc cma_catalog_builder_new(struct cma_restmapper *mapper,
+                                      struct cma_catalog_builder **ret, struct cma_err *reterr);
 void cma_catalog_builder_free(struct cma_catalog_builder *b);
 /* Adds (or, for an existing key, overwrites: later rules and series win, as upstream) a custom
  * metric entry. */

@@ -25,10 +25,10 @@ struct cma_discovery_config {
     struct cma_kube *kube;
     const struct cma_ruleset *rules;
     struct cma_catalog_store *store;
-    int64_t relist_interval_ms;   /* --metrics-relist-interval */
-    int64_t max_age_ms;           /* --metrics-max-age (0 = relist interval) */
+    int64_t relist_interval_ms;    /* --metrics-relist-interval */
+    int64_t max_age_ms;            /* --metrics-max-age (0 = relist interval) */
     int64_t discovery_interval_ms; /* --discovery-interval: RESTMapper refresh */
-    int64_t retry_ms;             /* wait after a failed kube discovery; 0 = 5 s */
+    int64_t retry_ms;              /* wait after a failed kube discovery; 0 = 5 s */
 };
 
 struct cma_discovery_status {
@@ -36,7 +36,7 @@ struct cma_discovery_status {
     int64_t last_success_wall_ms; /* 0 = never */
     int64_t last_attempt_wall_ms;
     uint64_t n_relists, n_failures;
-    char last_error[512];         /* "" when the last relist succeeded */
+    char last_error[512]; /* "" when the last relist succeeded */
 };
 
 struct cma_discovery;
@@ -63,9 +63,9 @@ struct cma_series_source cma_discovery_prom_source(struct cma_prom *prom);
 
 /* One relist against `mapper`, synchronously (used by the thread and by tests): builds a catalog
  * snapshot from the source's series. On failure *ret is untouched. */
-enum cma_errc cma_discovery_relist(const struct cma_series_source *src, const struct cma_ruleset *rules,
-                                   struct cma_restmapper *mapper, int64_t now_wall_ms,
-                                   int64_t max_age_ms, struct cma_catalog **ret,
-                                   struct cma_err *reterr);
+enum cma_errc cma_discovery_relist(const struct cma_series_source *src,
+                                   const struct cma_ruleset *rules, struct cma_restmapper *mapper,
+                                   int64_t now_wall_ms, int64_t max_age_ms,
+                                   struct cma_catalog **ret, struct cma_err *reterr);
 
 #endif

@@ -18,8 +18,8 @@ struct cma_selector;
 enum cma_custom_version { CMA_CUSTOM_V1BETA1 = 1, CMA_CUSTOM_V1BETA2 = 2 };
 
 struct cma_described_object {
-    const char *kind;        /* "Pod" */
-    const char *namespace_;  /* NULL or "" → omitted */
+    const char *kind;       /* "Pod" */
+    const char *namespace_; /* NULL or "" → omitted */
     const char *name;
     const char *api_version; /* "v1", "apps/v1" */
 };
@@ -27,8 +27,8 @@ struct cma_described_object {
 struct cma_metric_value {
     struct cma_described_object object;
     const char *metric_name;
-    int64_t timestamp_ms;   /* the sample's time; printed RFC 3339, seconds, UTC */
-    int64_t value_milli;    /* printed as a DecimalSI canonical Quantity string */
+    int64_t timestamp_ms; /* the sample's time; printed RFC 3339, seconds, UTC */
+    int64_t value_milli;  /* printed as a DecimalSI canonical Quantity string */
     bool has_window;
     int64_t window_seconds; /* v1beta1 "window", v1beta2 "windowSeconds" */
 };
@@ -74,8 +74,8 @@ enum cma_errc cma_encode_api_resource_list(const char *group_version,
                                            struct cma_buf *out, struct cma_err *reterr);
 
 struct cma_api_group_desc {
-    const char *name;             /* "custom.metrics.k8s.io" */
-    const char *const *versions;  /* preferred first: {"v1beta1", "v1beta2"} */
+    const char *name;            /* "custom.metrics.k8s.io" */
+    const char *const *versions; /* preferred first: {"v1beta1", "v1beta2"} */
     size_t n_versions;
 };
 

@@ -16,33 +16,33 @@
  * 3xx request, 4xx auth, 5xx backend and kube API, 6xx internal. */
 #define CMA_ERRC_MAP(X)                                                                            \
     X(OK, 200, "", "no error")                                                                     \
-    X(FLAG, 400, "BadRequest", "a command-line flag is unknown or has a bad value")               \
-    X(CONFIG_IO, 500, "InternalError", "the config file cannot be read")                          \
-    X(CONFIG_SYNTAX, 500, "InternalError", "the config file is not valid YAML")                   \
-    X(CONFIG_KEY, 500, "InternalError", "unknown or duplicate key in the config")                 \
-    X(CONFIG_TYPE, 500, "InternalError", "a config value has the wrong shape")                    \
-    X(CONFIG_VALUE, 500, "InternalError", "a config value is not allowed")                        \
-    X(REGEX, 500, "InternalError", "a regular expression does not compile")                       \
-    X(TEMPLATE_PARSE, 500, "InternalError", "a template does not parse")                          \
-    X(TEMPLATE_EXEC, 500, "InternalError", "a template failed while rendering")                   \
-    X(RULE, 500, "InternalError", "a rule cannot be compiled or applied")                         \
-    X(BAD_REQUEST, 400, "BadRequest", "the request path or parameters are malformed")             \
-    X(BAD_SELECTOR, 400, "BadRequest", "a label selector does not parse or cannot be expressed")  \
-    X(NOT_FOUND, 404, "NotFound", "no such metric, resource or object")                           \
-    X(METHOD_NOT_ALLOWED, 405, "MethodNotAllowed", "only GET is served")                          \
-    X(NOT_ACCEPTABLE, 406, "NotAcceptable", "the client accepts no media type we serve")          \
-    X(TOO_LARGE, 413, "RequestEntityTooLarge", "an input or response is over its size limit")     \
-    X(UNAUTHORIZED, 401, "Unauthorized", "credentials were presented and rejected")               \
-    X(FORBIDDEN, 403, "Forbidden", "the user may not do this")                                    \
-    X(BACKEND_UNAVAILABLE, 503, "ServiceUnavailable", "the metrics backend cannot be reached")    \
-    X(BACKEND_TIMEOUT, 504, "Timeout", "the metrics backend did not answer in time")              \
-    X(BACKEND_ERROR, 500, "InternalError", "the metrics backend answered with an error")          \
-    X(BACKEND_RESPONSE, 500, "InternalError", "the metrics backend answer cannot be decoded")     \
-    X(KUBE_UNAVAILABLE, 503, "ServiceUnavailable", "the Kubernetes API cannot be reached")        \
-    X(KUBE_ERROR, 500, "InternalError", "the Kubernetes API answered with an error")              \
-    X(NOMEM, 500, "InternalError", "out of memory")                                               \
-    X(IO, 500, "InternalError", "an I/O operation failed")                                        \
-    X(TLS, 500, "InternalError", "TLS material cannot be loaded or generated")                    \
+    X(FLAG, 400, "BadRequest", "a command-line flag is unknown or has a bad value")                \
+    X(CONFIG_IO, 500, "InternalError", "the config file cannot be read")                           \
+    X(CONFIG_SYNTAX, 500, "InternalError", "the config file is not valid YAML")                    \
+    X(CONFIG_KEY, 500, "InternalError", "unknown or duplicate key in the config")                  \
+    X(CONFIG_TYPE, 500, "InternalError", "a config value has the wrong shape")                     \
+    X(CONFIG_VALUE, 500, "InternalError", "a config value is not allowed")                         \
+    X(REGEX, 500, "InternalError", "a regular expression does not compile")                        \
+    X(TEMPLATE_PARSE, 500, "InternalError", "a template does not parse")                           \
+    X(TEMPLATE_EXEC, 500, "InternalError", "a template failed while rendering")                    \
+    X(RULE, 500, "InternalError", "a rule cannot be compiled or applied")                          \
+    X(BAD_REQUEST, 400, "BadRequest", "the request path or parameters are malformed")              \
+    X(BAD_SELECTOR, 400, "BadRequest", "a label selector does not parse or cannot be expressed")   \
+    X(NOT_FOUND, 404, "NotFound", "no such metric, resource or object")                            \
+    X(METHOD_NOT_ALLOWED, 405, "MethodNotAllowed", "only GET is served")                           \
+    X(NOT_ACCEPTABLE, 406, "NotAcceptable", "the client accepts no media type we serve")           \
+    X(TOO_LARGE, 413, "RequestEntityTooLarge", "an input or response is over its size limit")      \
+    X(UNAUTHORIZED, 401, "Unauthorized", "credentials were presented and rejected")                \
+    X(FORBIDDEN, 403, "Forbidden", "the user may not do this")                                     \
+    X(BACKEND_UNAVAILABLE, 503, "ServiceUnavailable", "the metrics backend cannot be reached")     \
+    X(BACKEND_TIMEOUT, 504, "Timeout", "the metrics backend did not answer in time")               \
+    X(BACKEND_ERROR, 500, "InternalError", "the metrics backend answered with an error")           \
+    X(BACKEND_RESPONSE, 500, "InternalError", "the metrics backend answer cannot be decoded")      \
+    X(KUBE_UNAVAILABLE, 503, "ServiceUnavailable", "the Kubernetes API cannot be reached")         \
+    X(KUBE_ERROR, 500, "InternalError", "the Kubernetes API answered with an error")               \
+    X(NOMEM, 500, "InternalError", "out of memory")                                                \
+    X(IO, 500, "InternalError", "an I/O operation failed")                                         \
+    X(TLS, 500, "InternalError", "TLS material cannot be loaded or generated")                     \
     X(INTERNAL, 500, "InternalError", "an internal invariant failed")
 
 enum cma_errc {
@@ -57,11 +57,11 @@ enum cma_errc {
 #define CMA_ERR_FILE_MAX 256
 
 struct cma_err {
-    enum cma_errc code;         /* CMA_OK while unset */
+    enum cma_errc code;          /* CMA_OK while unset */
     char file[CMA_ERR_FILE_MAX]; /* "" when no position */
-    unsigned line;              /* 1-based; 0 = no position */
-    unsigned column;            /* 1-based; 0 = no column */
-    char msg[CMA_ERR_MSG_MAX];  /* one line, no trailing newline */
+    unsigned line;               /* 1-based; 0 = no position */
+    unsigned column;             /* 1-based; 0 = no column */
+    char msg[CMA_ERR_MSG_MAX];   /* one line, no trailing newline */
 };
 
 /* Resets to CMA_OK with no position and an empty message. */
@@ -83,7 +83,8 @@ enum cma_errc cma_err_set_at(struct cma_err *err, enum cma_errc code, const char
 void cma_err_set_pos(struct cma_err *err, const char *file, unsigned line, unsigned column);
 
 /* Prefixes the message of a set error: cma_err_prefix(err, "rule %zu: ", i). No-op if unset. */
-void cma_err_prefix(struct cma_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cma_err_prefix(struct cma_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Copies src into dst unless dst is NULL or set. */
 void cma_err_copy(struct cma_err *dst, const struct cma_err *src);

@@ -12,45 +12,45 @@
 
 struct cma_options {
     /* adapter */
-    char *config;                     /* --config (required unless --help/--version) */
+    char *config;                       /* --config (required unless --help/--version) */
     int64_t metrics_relist_interval_ms; /* --metrics-relist-interval, default 10m */
     int64_t metrics_max_age_ms;         /* --metrics-max-age, default 0 = relist interval */
     /* backend */
-    char *prometheus_url;             /* --prometheus-url, default https://localhost */
-    char *prometheus_verb;            /* --prometheus-verb GET|POST, default GET */
-    char **prometheus_headers;        /* --prometheus-header k=v (repeatable) */
+    char *prometheus_url;      /* --prometheus-url, default https://localhost */
+    char *prometheus_verb;     /* --prometheus-verb GET|POST, default GET */
+    char **prometheus_headers; /* --prometheus-header k=v (repeatable) */
     size_t n_prometheus_headers;
-    char *prometheus_token_file;      /* --prometheus-token-file */
-    char *prometheus_ca_file;         /* --prometheus-ca-file */
-    char *prometheus_client_tls_cert_file; /* --prometheus-client-tls-cert-file */
-    char *prometheus_client_tls_key_file;  /* --prometheus-client-tls-key-file */
-    char *prometheus_auth_config;     /* --prometheus-auth-config (kubeconfig for auth) */
+    char *prometheus_token_file;               /* --prometheus-token-file */
+    char *prometheus_ca_file;                  /* --prometheus-ca-file */
+    char *prometheus_client_tls_cert_file;     /* --prometheus-client-tls-cert-file */
+    char *prometheus_client_tls_key_file;      /* --prometheus-client-tls-key-file */
+    char *prometheus_auth_config;              /* --prometheus-auth-config (kubeconfig for auth) */
     char *prometheus_basic_auth_username;      /* --prometheus-basic-auth-username */
     char *prometheus_basic_auth_password_file; /* --prometheus-basic-auth-password-file */
     bool prometheus_insecure_skip_tls_verify;  /* --prometheus-insecure-skip-tls-verify */
-    bool prometheus_auth_incluster;   /* --prometheus-auth-incluster */
-    int64_t prometheus_timeout_ms;    /* --prometheus-timeout, default 10s */
-    int64_t prometheus_connect_timeout_ms; /* --prometheus-connect-timeout, default 3s */
-    int64_t prometheus_max_response_bytes; /* --prometheus-max-response-bytes, default 64Mi */
+    bool prometheus_auth_incluster;            /* --prometheus-auth-incluster */
+    int64_t prometheus_timeout_ms;             /* --prometheus-timeout, default 10s */
+    int64_t prometheus_connect_timeout_ms;     /* --prometheus-connect-timeout, default 3s */
+    int64_t prometheus_max_response_bytes;     /* --prometheus-max-response-bytes, default 64Mi */
     /* serving */
-    char *bind_address;               /* --bind-address, default 0.0.0.0 */
-    int secure_port;                  /* --secure-port, default 6443 */
-    char *cert_dir;                   /* --cert-dir, default apiserver.local.config/certificates */
-    char *tls_cert_file;              /* --tls-cert-file */
-    char *tls_private_key_file;       /* --tls-private-key-file */
-    char *tls_min_version;            /* --tls-min-version, default VersionTLS12 */
-    char *tls_cipher_suites;          /* --tls-cipher-suites (comma list) */
-    bool disable_http2;               /* --disable-http2 (accepted; we never serve h2) */
-    int64_t max_connections;          /* --max-connections, default 1000 */
+    char *bind_address;         /* --bind-address, default 0.0.0.0 */
+    int secure_port;            /* --secure-port, default 6443 */
+    char *cert_dir;             /* --cert-dir, default apiserver.local.config/certificates */
+    char *tls_cert_file;        /* --tls-cert-file */
+    char *tls_private_key_file; /* --tls-private-key-file */
+    char *tls_min_version;      /* --tls-min-version, default VersionTLS12 */
+    char *tls_cipher_suites;    /* --tls-cipher-suites (comma list) */
+    bool disable_http2;         /* --disable-http2 (accepted; we never serve h2) */
+    int64_t max_connections;    /* --max-connections, default 1000 */
     /* kube */
-    char *lister_kubeconfig;          /* --lister-kubeconfig; NULL = in-cluster */
-    int64_t discovery_interval_ms;    /* --discovery-interval, default 10m */
+    char *lister_kubeconfig;       /* --lister-kubeconfig; NULL = in-cluster */
+    int64_t discovery_interval_ms; /* --discovery-interval, default 10m */
     /* logging */
-    int v;                            /* --v */
-    bool help;                        /* --help / -h */
-    bool check_config;                /* --check-config: load and compile the config, then exit */
-    bool print_flags_markdown;        /* --print-flags-markdown (hidden): docs/flags.md */
-    bool version;                     /* --version */
+    int v;                     /* --v */
+    bool help;                 /* --help / -h */
+    bool check_config;         /* --check-config: load and compile the config, then exit */
+    bool print_flags_markdown; /* --print-flags-markdown (hidden): docs/flags.md */
+    bool version;              /* --version */
 };
 
 /* Parses argv (argv[0] is skipped). Accepts --flag=value, --flag value, -flag (Go style single

@@ -25,21 +25,21 @@
 #include "cma/err.h"
 
 struct cma_prom_config {
-    const char *url;              /* base URL, e.g. http://127.0.0.1:9090 or https://mimir/prometheus */
-    bool use_post;                /* --prometheus-verb=POST */
-    const char *const *headers;   /* "Key=Value" strings (split on the first '='), repeatable */
+    const char *url; /* base URL, e.g. http://127.0.0.1:9090 or https://mimir/prometheus */
+    bool use_post;   /* --prometheus-verb=POST */
+    const char *const *headers; /* "Key=Value" strings (split on the first '='), repeatable */
     size_t n_headers;
-    const char *token_file;       /* bearer token file, read at start and trimmed; NULL = none */
-    const char *basic_username;   /* basic auth; NULL = none */
+    const char *token_file;     /* bearer token file, read at start and trimmed; NULL = none */
+    const char *basic_username; /* basic auth; NULL = none */
     const char *basic_password;
     const char *ca_file;          /* NULL = system CAs */
     const char *client_cert_file; /* mTLS client certificate; needs client_key_file */
     const char *client_key_file;
     bool insecure_skip_verify;
-    int64_t timeout_ms;           /* total per request; 0 = 10 s */
-    int64_t connect_timeout_ms;   /* 0 = 3 s */
-    size_t max_response_bytes;    /* ceiling on a query answer; 0 = 64 MiB */
-    size_t max_get_url_bytes;     /* longer queries go as POST; 0 = 8 KiB */
+    int64_t timeout_ms;         /* total per request; 0 = 10 s */
+    int64_t connect_timeout_ms; /* 0 = 3 s */
+    size_t max_response_bytes;  /* ceiling on a query answer; 0 = 64 MiB */
+    size_t max_get_url_bytes;   /* longer queries go as POST; 0 = 8 KiB */
 };
 
 struct cma_prom;
@@ -61,7 +61,7 @@ struct cma_label {
 struct cma_sample {
     struct cma_label *labels; /* sorted by name; includes __name__ if the result kept it */
     size_t n_labels;
-    double value;             /* may be NaN or ±Inf: callers decide */
+    double value; /* may be NaN or ±Inf: callers decide */
     int64_t timestamp_ms;
 };
 

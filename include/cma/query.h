@@ -19,8 +19,8 @@ struct cma_api_resource;
 struct cma_selector;
 
 struct cma_query_input {
-    const struct cma_template *tmpl;         /* metricsQuery / containerQuery / nodeQuery */
-    const struct cma_resmap *resmap;         /* the rule's resource mapping */
+    const struct cma_template *tmpl; /* metricsQuery / containerQuery / nodeQuery */
+    const struct cma_resmap *resmap; /* the rule's resource mapping */
     const struct cma_restmapper *mapper;
     const char *series;                      /* Prometheus series name ("" for resource rules) */
     const struct cma_api_resource *resource; /* described objects' resource; NULL = external */
@@ -28,7 +28,7 @@ struct cma_query_input {
     const char *const *names;                /* object names (resource matcher) */
     size_t n_names;
     const struct cma_selector *metric_selector; /* may be NULL */
-    const char *const *extra_group_by;       /* e.g. the container label */
+    const char *const *extra_group_by;          /* e.g. the container label */
     size_t n_extra_group_by;
 };
 

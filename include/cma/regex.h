@@ -17,7 +17,8 @@ struct cma_regex;
 
 /* On failure reterr holds CMA_ERR_REGEX, the message quotes the pattern and says what is wrong,
  * and column is the 1-based byte offset of the problem inside the pattern (0 if unknown). */
-enum cma_errc cma_regex_compile(const char *pattern, struct cma_regex **ret, struct cma_err *reterr);
+enum cma_errc cma_regex_compile(const char *pattern, struct cma_regex **ret,
+                                struct cma_err *reterr);
 void cma_regex_free(struct cma_regex *re);
 
 const char *cma_regex_pattern(const struct cma_regex *re);

@@ -10,25 +10,25 @@
 #include "cma/err.h"
 
 enum cma_route_kind {
-    CMA_ROUTE_NOT_FOUND,       /* unknown path: 404 */
-    CMA_ROUTE_BAD_PATH,        /* known group but malformed: 400 "invalid request path" */
-    CMA_ROUTE_ROOT,            /* "/" */
-    CMA_ROUTE_HEALTHZ,         /* /healthz[/check] */
-    CMA_ROUTE_LIVEZ,           /* /livez[/check] */
-    CMA_ROUTE_READYZ,          /* /readyz[/check] */
-    CMA_ROUTE_VERSION,         /* /version */
-    CMA_ROUTE_OPENAPI,         /* /openapi/v2, /openapi/v3[/...] */
-    CMA_ROUTE_METRICS,         /* /metrics */
-    CMA_ROUTE_APIS,            /* /apis */
-    CMA_ROUTE_API_GROUP,       /* /apis/{group} */
-    CMA_ROUTE_API_GROUP_VERSION, /* /apis/{group}/{version} */
-    CMA_ROUTE_CUSTOM_OBJECT,   /* custom: [namespaces/{ns}/]{resource}/{name|*}/{metric} */
+    CMA_ROUTE_NOT_FOUND,               /* unknown path: 404 */
+    CMA_ROUTE_BAD_PATH,                /* known group but malformed: 400 "invalid request path" */
+    CMA_ROUTE_ROOT,                    /* "/" */
+    CMA_ROUTE_HEALTHZ,                 /* /healthz[/check] */
+    CMA_ROUTE_LIVEZ,                   /* /livez[/check] */
+    CMA_ROUTE_READYZ,                  /* /readyz[/check] */
+    CMA_ROUTE_VERSION,                 /* /version */
+    CMA_ROUTE_OPENAPI,                 /* /openapi/v2, /openapi/v3[/...] */
+    CMA_ROUTE_METRICS,                 /* /metrics */
+    CMA_ROUTE_APIS,                    /* /apis */
+    CMA_ROUTE_API_GROUP,               /* /apis/{group} */
+    CMA_ROUTE_API_GROUP_VERSION,       /* /apis/{group}/{version} */
+    CMA_ROUTE_CUSTOM_OBJECT,           /* custom: [namespaces/{ns}/]{resource}/{name|*}/{metric} */
     CMA_ROUTE_CUSTOM_NAMESPACE_METRIC, /* custom: namespaces/{ns}/metrics/{metric} */
-    CMA_ROUTE_EXTERNAL_METRIC, /* external: namespaces/{ns}/{metric} */
-    CMA_ROUTE_RESOURCE_NODES,  /* metrics.k8s.io: nodes */
-    CMA_ROUTE_RESOURCE_NODE,   /* metrics.k8s.io: nodes/{name} */
-    CMA_ROUTE_RESOURCE_PODS,   /* metrics.k8s.io: pods, namespaces/{ns}/pods */
-    CMA_ROUTE_RESOURCE_POD,    /* metrics.k8s.io: namespaces/{ns}/pods/{name} */
+    CMA_ROUTE_EXTERNAL_METRIC,         /* external: namespaces/{ns}/{metric} */
+    CMA_ROUTE_RESOURCE_NODES,          /* metrics.k8s.io: nodes */
+    CMA_ROUTE_RESOURCE_NODE,           /* metrics.k8s.io: nodes/{name} */
+    CMA_ROUTE_RESOURCE_PODS,           /* metrics.k8s.io: pods, namespaces/{ns}/pods */
+    CMA_ROUTE_RESOURCE_POD,            /* metrics.k8s.io: namespaces/{ns}/pods/{name} */
 };
 
 #define CMA_GROUP_CUSTOM "custom.metrics.k8s.io"

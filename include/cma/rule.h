@@ -57,8 +57,8 @@ const struct cma_api_resource *cma_resmap_resource_for_label(const struct cma_re
  * "no label maps to <gr>" when neither exists. Appends to out. */
 enum cma_errc cma_resmap_label_for_resource(const struct cma_resmap *rm,
                                             const struct cma_restmapper *m,
-                                            const struct cma_api_resource *res,
-                                            struct cma_buf *out, struct cma_err *reterr);
+                                            const struct cma_api_resource *res, struct cma_buf *out,
+                                            struct cma_err *reterr);
 /* True when the mapping has neither overrides nor a template. */
 bool cma_resmap_is_empty(const struct cma_resmap *rm);
 

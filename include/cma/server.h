@@ -28,7 +28,7 @@ struct cma_request {
     struct cma_kv *query; /* decoded ('+' → space, %XX), in arrival order */
     size_t n_query;
     int64_t start_mono_ms;
-    void *conn;           /* private: the MHD connection */
+    void *conn; /* private: the MHD connection */
 };
 
 /* First value of a query parameter, NULL when absent. */
@@ -58,14 +58,14 @@ struct cma_response {
 typedef void (*cma_handler_fn)(void *app, const struct cma_request *req, struct cma_response *resp);
 
 struct cma_server_config {
-    const char *bind_address;  /* "0.0.0.0", "127.0.0.1", "::" */
-    int port;                  /* 0 → the OS picks; cma_server_port() tells */
-    const char *cert_file;     /* PEM serving certificate (chain) */
-    const char *key_file;      /* PEM private key */
-    const char *client_ca_file; /* CAs announced in CertificateRequest; NULL → request anyway */
+    const char *bind_address;    /* "0.0.0.0", "127.0.0.1", "::" */
+    int port;                    /* 0 → the OS picks; cma_server_port() tells */
+    const char *cert_file;       /* PEM serving certificate (chain) */
+    const char *key_file;        /* PEM private key */
+    const char *client_ca_file;  /* CAs announced in CertificateRequest; NULL → request anyway */
     const char *tls_min_version; /* "VersionTLS12" (default) or "VersionTLS13" */
     const char *tls_cipher_suites; /* Go names, comma list; NULL = GnuTLS secure defaults */
-    unsigned max_connections;  /* 0 → 1000 */
+    unsigned max_connections;      /* 0 → 1000 */
     unsigned connection_timeout_s; /* idle keep-alive timeout; 0 → 120 */
 };
 

@@ -13,8 +13,8 @@
 char *cma_strdup(const char *s);
 char *cma_strndup(const char *s, size_t len);
 
-bool cma_str_eq(const char *a, const char *b);          /* NULL-safe */
-bool cma_str_case_eq(const char *a, const char *b);     /* ASCII case-insensitive, NULL-safe */
+bool cma_str_eq(const char *a, const char *b);      /* NULL-safe */
+bool cma_str_case_eq(const char *a, const char *b); /* ASCII case-insensitive, NULL-safe */
 bool cma_str_has_prefix(const char *s, const char *prefix);
 
 /* Parses a Go time.ParseDuration string ("10m", "1m30s", "500ms", "1h", "0") into ms.

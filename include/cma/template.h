@@ -74,6 +74,21 @@ bool cma_template_uses_field(const struct cma_template *t, const char *name);
 enum cma_errc cma_template_render(const struct cma_template *t, const struct cma_tvalue *dot,
                                   struct cma_buf *out, struct cma_err *reterr);
 
+/* Same as cma_template_render() with a budget of evaluation steps (actions, commands and range
+ * iterations; 0 means CMA_TEMPLATE_MAX_STEPS). A render that needs more fails with
+ * CMA_ERR_TEMPLATE_EXEC, so nested ranges over large data cannot run for ever. */
+enum cma_errc cma_template_render_limited(const struct cma_template *t,
+                                          const struct cma_tvalue *dot, struct cma_buf *out,
+                                          uint64_t max_steps, struct cma_err *reterr);
+
+/* Limits. Parse: text size and nesting of if/range/with/else-if blocks and parentheses (over
+ * them: CMA_ERR_TEMPLATE_PARSE). Render: evaluation steps, and bytes of intermediate values
+ * such as printf results (over them: CMA_ERR_TEMPLATE_EXEC and CMA_ERR_TOO_LARGE). */
+#define CMA_TEMPLATE_MAX_BYTES ((size_t)1 << 20)
+#define CMA_TEMPLATE_MAX_DEPTH 100
+#define CMA_TEMPLATE_MAX_STEPS ((uint64_t)10 * 1000 * 1000)
+#define CMA_TEMPLATE_MAX_SCRATCH_BYTES ((size_t)16 << 20)
+
 /* Convenience constructors for building data. */
 static inline struct cma_tvalue cma_tv_string(const char *s, size_t len)
 {

@@ -1,7 +1,8 @@
 /* yamldoc.h: libyaml events → a read-only node tree where every node keeps its file, line and
  * column. The only libyaml user in the project. Single document; anchors/aliases are resolved by
  * reference (an alias node points to the anchored node); merge keys are not supported. Duplicate
- * mapping keys are reported by yamldoc itself. Trees are immutable after load: thread-safe reads. */
+ * mapping keys are reported by yamldoc itself. Trees are immutable after load: thread-safe reads.
+ */
 #ifndef CMA_YAMLDOC_H
 #define CMA_YAMLDOC_H
 

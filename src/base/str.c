@@ -48,7 +48,8 @@ struct unit {
 };
 
 static const struct unit duration_units[] = {
-    {"ns", 1e-6}, {"us", 1e-3}, {"\xc2\xb5s", 1e-3}, {"ms", 1}, {"s", 1e3}, {"m", 60e3}, {"h", 3600e3},
+    {"ns", 1e-6}, {"us", 1e-3}, {"\xc2\xb5s", 1e-3}, {"ms", 1},
+    {"s", 1e3},   {"m", 60e3},  {"h", 3600e3},
 };
 
 enum cma_errc cma_duration_parse(const char *s, int64_t *ret_ms, struct cma_err *reterr)
@@ -126,7 +127,8 @@ char *cma_duration_format(int64_t ms, char *out, size_t out_len)
     uint64_t h = u / 3600000, m = (u / 60000) % 60, rest_ms = u % 60000;
     fmt_frac(tmp, sizeof(tmp), (int64_t)rest_ms, 1000, "s");
     if (h)
-        snprintf(out, out_len, "%s%lluh%llum%s", sign, (unsigned long long)h, (unsigned long long)m, tmp);
+        snprintf(out, out_len, "%s%lluh%llum%s", sign, (unsigned long long)h, (unsigned long long)m,
+                 tmp);
     else if (m)
         snprintf(out, out_len, "%s%llum%s", sign, (unsigned long long)m, tmp);
     else
@@ -157,13 +159,15 @@ enum cma_errc cma_percent_decode(const char *src, size_t len, bool plus_is_space
         if (c == '%') {
             if (i + 2 >= len) {
                 free(out);
-                return cma_err_set(reterr, CMA_ERR_BAD_REQUEST, "malformed percent-escape in \"%.*s\"",
+                return cma_err_set(reterr, CMA_ERR_BAD_REQUEST,
+                                   "malformed percent-escape in \"%.*s\"",
                                    (int)(len > 200 ? 200 : len), src);
             }
             int a = hexval(src[i + 1]), b = hexval(src[i + 2]);
             if (a < 0 || b < 0 || (a == 0 && b == 0)) {
                 free(out);
-                return cma_err_set(reterr, CMA_ERR_BAD_REQUEST, "malformed percent-escape in \"%.*s\"",
+                return cma_err_set(reterr, CMA_ERR_BAD_REQUEST,
+                                   "malformed percent-escape in \"%.*s\"",
                                    (int)(len > 200 ? 200 : len), src);
             }
             out[o++] = (char)(a * 16 + b);

@@ -117,8 +117,8 @@ enum cma_errc cma_query_build(const struct cma_query_input *in, struct cma_buf *
     /* 3. the described objects */
     size_t n_group = 0;
     if (rc == CMA_OK && in->resource) {
-        rc = cma_resmap_label_for_resource(in->resmap, in->mapper, in->resource, &res_label,
-                                           reterr);
+        rc =
+            cma_resmap_label_for_resource(in->resmap, in->mapper, in->resource, &res_label, reterr);
         char *names = NULL;
         if (rc == CMA_OK && !(names = join(in->names, in->n_names)))
             rc = CMA_ERR_NOMEM;
@@ -157,7 +157,8 @@ enum cma_errc cma_query_build(const struct cma_query_input *in, struct cma_buf *
         size_t start = promql->len;
         rc = cma_template_render(in->tmpl, &dot, promql, reterr);
         if (rc == CMA_OK && promql->len == start)
-            rc = cma_err_set(reterr, CMA_ERR_RULE, "empty query produced by metrics query template");
+            rc =
+                cma_err_set(reterr, CMA_ERR_RULE, "empty query produced by metrics query template");
     }
     if (rc == CMA_OK && resource_label)
         rc = cma_buf_append(resource_label, cma_buf_str(&res_label), res_label.len);

@@ -144,9 +144,10 @@ enum cma_errc cma_naming_metric_name(const struct cma_naming *n, const char *ser
     else if ((rc = cma_regex_expand(n->matches, n->as, copy, ov, out)) != CMA_OK)
         cma_err_set(reterr, rc, "cannot expand name.as");
     else if (!is_path_segment(cma_buf_str(out) + start, out->len - start))
-        rc = cma_err_set(reterr, CMA_ERR_RULE,
-                         "series \"%s\" gives metric name \"%s\", which is not a valid path segment",
-                         copy, cma_buf_str(out) + start);
+        rc =
+            cma_err_set(reterr, CMA_ERR_RULE,
+                        "series \"%s\" gives metric name \"%s\", which is not a valid path segment",
+                        copy, cma_buf_str(out) + start);
     free(copy);
     return rc;
 }

@@ -73,8 +73,7 @@ static enum cma_errc compile_template(struct cma_resmap *rm, const struct cma_co
     if (cma_template_parse(s->s, strlen(s->s), &rm->tmpl, &inner) != CMA_OK)
         return cma_rules_err_at(reterr, s, &inner, "resources.template: ");
     if (!cma_template_uses_field(rm->tmpl, "Resource"))
-        return cma_err_set_at(reterr, CMA_ERR_CONFIG_VALUE, s->pos.file, s->pos.line,
-                              s->pos.column,
+        return cma_err_set_at(reterr, CMA_ERR_CONFIG_VALUE, s->pos.file, s->pos.line, s->pos.column,
                               "resources.template must include at least `<<.Resource>>` (got "
                               "\"%s\")",
                               s->s);
@@ -157,7 +156,8 @@ const struct cma_api_resource *cma_resmap_resource_for_label(const struct cma_re
                                                              const char *label, size_t len)
 {
     for (size_t i = 0; i < rm->n_overrides; i++)
-        if (strlen(rm->overrides[i].label) == len && memcmp(rm->overrides[i].label, label, len) == 0)
+        if (strlen(rm->overrides[i].label) == len &&
+            memcmp(rm->overrides[i].label, label, len) == 0)
             return resolve(m, rm->overrides[i].group, rm->overrides[i].resource);
     if (!rm->reverse || rm->resource_index < 0)
         return NULL;
@@ -185,8 +185,8 @@ const struct cma_api_resource *cma_resmap_resource_for_label(const struct cma_re
 
 enum cma_errc cma_resmap_label_for_resource(const struct cma_resmap *rm,
                                             const struct cma_restmapper *m,
-                                            const struct cma_api_resource *res,
-                                            struct cma_buf *out, struct cma_err *reterr)
+                                            const struct cma_api_resource *res, struct cma_buf *out,
+                                            struct cma_err *reterr)
 {
     for (size_t i = 0; i < rm->n_overrides; i++)
         if (resolve(m, rm->overrides[i].group, rm->overrides[i].resource) == res)

@@ -24,11 +24,11 @@ enum cma_errc cma_rules_err_at(struct cma_err *reterr, const struct cma_config_s
                           inner->msg);
 }
 
-static enum cma_errc add_warning(struct cma_ruleset *rs, const struct cma_pos *pos,
-                                 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static enum cma_errc add_warning(struct cma_ruleset *rs, const struct cma_pos *pos, const char *fmt,
+                                 ...) __attribute__((format(printf, 3, 4)));
 
-static enum cma_errc add_warning(struct cma_ruleset *rs, const struct cma_pos *pos,
-                                 const char *fmt, ...)
+static enum cma_errc add_warning(struct cma_ruleset *rs, const struct cma_pos *pos, const char *fmt,
+                                 ...)
 {
     char **w = realloc(rs->warnings, (rs->n_warnings + 1) * sizeof(*w));
     if (!w)
@@ -180,8 +180,8 @@ enum cma_errc cma_ruleset_compile(const struct cma_config *cfg, struct cma_rules
         rs->n_rules = i + 1;
     }
     for (size_t i = 0; rc == CMA_OK && i < cfg->n_external_rules; i++) {
-        rc = compile_rule(rs, &rs->external_rules[i], &cfg->external_rules[i], CMA_RULE_EXTERNAL,
-                          i, reterr);
+        rc = compile_rule(rs, &rs->external_rules[i], &cfg->external_rules[i], CMA_RULE_EXTERNAL, i,
+                          reterr);
         rs->n_external_rules = i + 1;
     }
     if (rc == CMA_OK && cfg->resource_rules) {
@@ -189,8 +189,8 @@ enum cma_errc cma_ruleset_compile(const struct cma_config *cfg, struct cma_rules
         rs->window_ms = cfg->resource_rules->window_ms;
         rc = compile_resource_query(&rs->cpu, &cfg->resource_rules->cpu, "cpu", reterr);
         if (rc == CMA_OK)
-            rc = compile_resource_query(&rs->memory, &cfg->resource_rules->memory, "memory",
-                                        reterr);
+            rc =
+                compile_resource_query(&rs->memory, &cfg->resource_rules->memory, "memory", reterr);
     }
     if (rc != CMA_OK) {
         cma_ruleset_free(rs);

@@ -15,7 +15,7 @@ static void test_cma_duration_parse__go_forms(void **state)
     struct {
         const char *in;
         int64_t ms;
-    } cases[] = {{"10m", 600000}, {"1m30s", 90000}, {"500ms", 500}, {"1h", 3600000},
+    } cases[] = {{"10m", 600000}, {"1m30s", 90000}, {"500ms", 500},     {"1h", 3600000},
                  {"0", 0},        {"1.5s", 1500},   {"2h45m", 9900000}, {"-1s", -1000}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int64_t ms = -7;

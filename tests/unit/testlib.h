@@ -85,8 +85,8 @@ static inline enum cma_errc fake_list(void *opaque, const char *match, int64_t s
             while (*p && *p != '}' && n < 16) {
                 const char *eq = strchr(p, '=');
                 const char *end = eq + strcspn(eq, ",}");
-                labels[n++] = (struct cma_label_view){p, (size_t)(eq - p), eq + 1,
-                                                      (size_t)(end - eq - 1)};
+                labels[n++] =
+                    (struct cma_label_view){p, (size_t)(eq - p), eq + 1, (size_t)(end - eq - 1)};
                 p = *end == ',' ? end + 1 : end;
             }
             if (fn(fn_ctx, text, (size_t)(brace - text), labels, n) != 0)
