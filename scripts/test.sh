@@ -19,6 +19,7 @@ run() { # name, command...
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$name"); fi
 }
 
+run "style (clang-format, clang-tidy, symbols)" scripts/check-style.sh build
 run "unit tests (release)" ctest --test-dir build --output-on-failure -j2
 run "unit tests (asan+ubsan)" ctest --test-dir build-asan --output-on-failure -j2
 run "config errors" tests/config-errors/run.sh build/custom-metrics-adapter

@@ -3,14 +3,14 @@
  * per request into a cma_buf. A compiled template is immutable and may be rendered from many
  * threads at once.
  *
- * Supported: text, actions `<< pipeline >>` with `<<-`/`->>` trimming, comments (slash-star inside the delimiters),
- * fields `.A.B`, `$` and `$x` variables (`<< $x := ... >>`, `range $i, $v := ...`), `if/else if/
- * else/end`, `range/else/end`, `with/else/end`, pipelines `a | f b`, parenthesised
- * sub-expressions, string ("..", `..`), int, bool and nil literals, and the Go builtins
- * `index len printf print println eq ne lt le gt ge and or not slice html urlquery js call`
- * (call is rejected at parse time: no function values exist here).
- * Printing follows Go's fmt %v: strings raw, slices "[a b]", maps "map[k:v]" sorted by key,
- * bools true/false, missing map key via field syntax prints "<no value>", via index gives "". */
+ * Supported: text, actions `<< pipeline >>` with `<<-`/`->>` trimming, comments (slash-star inside
+ * the delimiters), fields `.A.B`, `$` and `$x` variables (`<< $x := ... >>`, `range $i, $v :=
+ * ...`), `if/else if/ else/end`, `range/else/end`, `with/else/end`, pipelines `a | f b`,
+ * parenthesised sub-expressions, string ("..", `..`), int, bool and nil literals, and the Go
+ * builtins `index len printf print println eq ne lt le gt ge and or not slice html urlquery js
+ * call` (call is rejected at parse time: no function values exist here). Printing follows Go's fmt
+ * %v: strings raw, slices "[a b]", maps "map[k:v]" sorted by key, bools true/false, missing map key
+ * via field syntax prints "<no value>", via index gives "". */
 #ifndef CMA_TEMPLATE_H
 #define CMA_TEMPLATE_H
 
