@@ -95,9 +95,7 @@ void cma_err_prefix(struct cma_err *err, const char *fmt, ...)
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
     char joined[2 * CMA_ERR_MSG_MAX];
-    size_t plen = strlen(prefix);
-    memcpy(joined, prefix, plen);
-    memcpy(joined + plen, err->msg, strlen(err->msg) + 1);
+    snprintf(joined, sizeof(joined), "%s%s", prefix, err->msg);
     snprintf(err->msg, sizeof(err->msg), "%.*s", (int)(sizeof(err->msg) - 1), joined);
     one_line(err->msg);
 }

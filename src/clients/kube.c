@@ -125,6 +125,35 @@ static enum cma_errc url_get(CURLU *u, CURLUPart part, char **ret)
     return CMA_OK;
 }
 
+/* For tls-server-name: connects to the server's host while naming tls_name in the URL (so the
+ * certificate is checked against it); sets connect_to and server. */
+static enum cma_errc set_connect_to(struct cma_kube *k, CURLU *u, const char *scheme,
+                                    const char *host, const char *port, const char *tls_name,
+                                    struct cma_err *reterr)
+{
+    const char *p = port ? port : (strcmp(scheme, "https") == 0 ? "443" : "80");
+    struct cma_buf entry;
+    cma_buf_init(&entry, 0);
+    bool ok = cma_buf_printf(&entry, "%s:%s:%s:%s", tls_name, p, host, p) == CMA_OK &&
+              curl_url_set(u, CURLUPART_HOST, tls_name, 0) == CURLUE_OK &&
+              (k->connect_to = curl_slist_append(NULL, cma_buf_str(&entry))) != NULL;
+    cma_buf_done(&entry);
+    if (!ok)
+        return cma_err_set(reterr, CMA_ERR_CONFIG_VALUE, "invalid tls-server-name \"%s\"",
+                           tls_name);
+    char *full = NULL;
+    if (curl_url_get(u, CURLUPART_URL, &full, 0) == CURLUE_OK && full) {
+        size_t flen = strlen(full);
+        while (flen > 0 && full[flen - 1] == '/')
+            flen--;
+        k->server = cma_strndup(full, flen);
+    }
+    curl_free(full);
+    if (!k->server)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    return CMA_OK;
+}
+
 /* Checks the server URL and sets server/server_public (and connect_to for tls-server-name). */
 static enum cma_errc set_server(struct cma_kube *k, const char *server, const char *tls_name,
                                 struct cma_err *reterr)
@@ -141,43 +170,31 @@ static enum cma_errc set_server(struct cma_kube *k, const char *server, const ch
     CURLUcode uc = curl_url_set(u, CURLUPART_URL, k->server_public, 0);
     char *scheme = NULL, *host = NULL, *port = NULL;
     enum cma_errc rc = CMA_OK;
-    if (uc != CURLUE_OK)
+    if (uc != CURLUE_OK) {
         rc = cma_err_set(reterr, CMA_ERR_CONFIG_VALUE, "invalid Kubernetes API server \"%s\": %s",
                          k->server_public, curl_url_strerror(uc));
-    if (rc == CMA_OK && (url_get(u, CURLUPART_SCHEME, &scheme) != CMA_OK ||
-                         url_get(u, CURLUPART_HOST, &host) != CMA_OK ||
-                         url_get(u, CURLUPART_PORT, &port) != CMA_OK))
+        goto done;
+    }
+    if (url_get(u, CURLUPART_SCHEME, &scheme) != CMA_OK ||
+        url_get(u, CURLUPART_HOST, &host) != CMA_OK ||
+        url_get(u, CURLUPART_PORT, &port) != CMA_OK) {
         rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-    if (rc == CMA_OK &&
-        (!scheme || !host || (strcmp(scheme, "https") != 0 && strcmp(scheme, "http") != 0)))
+        goto done;
+    }
+    if (!scheme || !host || (strcmp(scheme, "https") != 0 && strcmp(scheme, "http") != 0)) {
         rc = cma_err_set(reterr, CMA_ERR_CONFIG_VALUE,
                          "invalid Kubernetes API server \"%s\": want https:// or http://",
                          k->server_public);
-    if (rc == CMA_OK && tls_name && tls_name[0]) {
-        const char *p = port ? port : (strcmp(scheme, "https") == 0 ? "443" : "80");
-        struct cma_buf entry;
-        cma_buf_init(&entry, 0);
-        if (cma_buf_printf(&entry, "%s:%s:%s:%s", tls_name, p, host, p) != CMA_OK ||
-            curl_url_set(u, CURLUPART_HOST, tls_name, 0) != CURLUE_OK ||
-            !(k->connect_to = curl_slist_append(NULL, cma_buf_str(&entry))))
-            rc = cma_err_set(reterr, CMA_ERR_CONFIG_VALUE, "invalid tls-server-name \"%s\"",
-                             tls_name);
-        cma_buf_done(&entry);
-        char *full = NULL;
-        if (rc == CMA_OK && curl_url_get(u, CURLUPART_URL, &full, 0) == CURLUE_OK && full) {
-            size_t flen = strlen(full);
-            while (flen > 0 && full[flen - 1] == '/')
-                flen--;
-            k->server = cma_strndup(full, flen);
-        }
-        curl_free(full);
-        if (rc == CMA_OK && !k->server)
-            rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-    } else if (rc == CMA_OK) {
+        goto done;
+    }
+    if (!tls_name || !tls_name[0]) {
         k->server = cma_strdup(k->server_public);
         if (!k->server)
             rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    } else {
+        rc = set_connect_to(k, u, scheme, host, port, tls_name, reterr);
     }
+done:
     free(scheme);
     free(host);
     free(port);
@@ -689,22 +706,24 @@ enum cma_errc cma_kube_parse_name_page(const char *body, size_t len, char ***nam
     if (!root)
         return CMA_ERR_KUBE_ERROR;
     const json_t *items = json_object_get(root, "items");
-    enum cma_errc rc = CMA_OK;
-    if (items && !json_is_array(items) && !json_is_null(items))
-        rc = cma_err_set(reterr, CMA_ERR_KUBE_ERROR, BAD_JSON "items is not a list");
+    if (items && !json_is_array(items) && !json_is_null(items)) {
+        json_decref(root);
+        return cma_err_set(reterr, CMA_ERR_KUBE_ERROR, BAD_JSON "items is not a list");
+    }
     size_t count = json_array_size(items);
-    if (rc == CMA_OK && *n + count > *cap) {
+    if (*n + count > *cap) {
         size_t want = *cap ? *cap : 16;
         while (want < *n + count)
             want *= 2;
         char **grown = realloc(*names, want * sizeof(**names));
-        if (!grown)
-            rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-        else {
-            *names = grown;
-            *cap = want;
+        if (!grown) {
+            json_decref(root);
+            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
         }
+        *names = grown;
+        *cap = want;
     }
+    enum cma_errc rc = CMA_OK;
     size_t start = *n;
     for (size_t i = 0; i < count && rc == CMA_OK; i++) {
         const json_t *meta = json_object_get(json_array_get(items, i), "metadata");

@@ -132,7 +132,6 @@ static void put_escaped(struct jw *w, const char *str, size_t len)
             continue;
         }
         put(w, str + run, i - run);
-        char esc[7];
         switch (c) {
         case '"':
             puts_(w, "\\\"");
@@ -155,12 +154,11 @@ static void put_escaped(struct jw *w, const char *str, size_t len)
         case '\f':
             puts_(w, "\\f");
             break;
-        default: /* other control bytes and < > & */
-            memcpy(esc, "\\u00", 4);
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            put(w, esc, 6);
+        default: { /* other control bytes and < > & */
+            const char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            put(w, esc, sizeof(esc));
             break;
+        }
         }
         i++;
         run = i;

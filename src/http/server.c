@@ -673,17 +673,22 @@ static enum cma_errc load_material(struct cma_server *s, const struct cma_server
         return cma_err_set(reterr, CMA_ERR_TLS, "a serving certificate and key are required");
     size_t len;
     enum cma_errc rc = read_pem("certificate", cfg->cert_file, &s->cert_pem, &len, reterr);
-    if (rc == CMA_OK)
-        rc = read_pem("private key", cfg->key_file, &s->key_pem, &s->key_len, reterr);
-    if (rc == CMA_OK && cfg->client_ca_file && *cfg->client_ca_file)
+    if (rc != CMA_OK)
+        return rc;
+    rc = read_pem("private key", cfg->key_file, &s->key_pem, &s->key_len, reterr);
+    if (rc != CMA_OK)
+        return rc;
+    if (cfg->client_ca_file && *cfg->client_ca_file) {
         rc = read_pem("client CA file", cfg->client_ca_file, &s->trust_pem, &len, reterr);
-    else if (rc == CMA_OK && !(s->trust_pem = cma_strdup(s->cert_pem)))
-        rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-    if (rc == CMA_OK)
-        rc = build_priorities(cfg, &s->priorities, reterr);
-    if (rc == CMA_OK)
-        rc = check_tls_material(s, cfg, reterr);
-    return rc;
+        if (rc != CMA_OK)
+            return rc;
+    } else if (!(s->trust_pem = cma_strdup(s->cert_pem))) {
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    rc = build_priorities(cfg, &s->priorities, reterr);
+    if (rc != CMA_OK)
+        return rc;
+    return check_tls_material(s, cfg, reterr);
 }
 
 enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_fn handler,

@@ -394,6 +394,7 @@ static unsigned char at(const struct xlat *x, size_t i)
  * x->pos is at the backslash; on success it moves past the escape and *ret is the rune. */
 static enum cma_errc parse_escape(struct xlat *x, uint32_t *ret)
 {
+    *ret = 0;
     size_t start = x->pos;
     size_t i = start + 1;
     if (i >= x->len)

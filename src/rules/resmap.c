@@ -108,8 +108,10 @@ enum cma_errc cma_resmap_compile(const struct cma_config_resources *cfg, struct 
     enum cma_errc rc = CMA_OK;
     if (cfg->n_overrides) {
         rm->overrides = calloc(cfg->n_overrides, sizeof(*rm->overrides));
-        if (!rm->overrides)
-            rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        if (!rm->overrides) {
+            cma_resmap_free(rm);
+            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        }
     }
     for (size_t i = 0; rc == CMA_OK && i < cfg->n_overrides; i++) {
         const struct cma_config_override *o = &cfg->overrides[i];

@@ -172,9 +172,11 @@ enum cma_errc cma_ruleset_compile(const struct cma_config *cfg, struct cma_rules
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     rs->rules = calloc(cfg->n_rules + 1, sizeof(*rs->rules));
     rs->external_rules = calloc(cfg->n_external_rules + 1, sizeof(*rs->external_rules));
+    if (!rs->rules || !rs->external_rules) {
+        cma_ruleset_free(rs);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
     enum cma_errc rc = CMA_OK;
-    if (!rs->rules || !rs->external_rules)
-        rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     for (size_t i = 0; rc == CMA_OK && i < cfg->n_rules; i++) {
         rc = compile_rule(rs, &rs->rules[i], &cfg->rules[i], CMA_RULE_CUSTOM, i, reterr);
         rs->n_rules = i + 1;

@@ -301,18 +301,18 @@ static void w_put(struct wbuf *w, const void *p, size_t n)
 {
     if (w->rc != CMA_OK || n == 0)
         return;
-    if (w->buf) {
-        enum cma_errc rc = cma_buf_append(w->buf, p, n);
-        if (rc != CMA_OK)
-            w->rc = rc;
+    if (w->fixed) {
+        size_t room = w->fixed_cap - 1 - w->fixed_len;
+        if (n > room)
+            n = room;
+        memcpy(w->fixed + w->fixed_len, p, n);
+        w->fixed_len += n;
+        w->fixed[w->fixed_len] = '\0';
         return;
     }
-    size_t room = w->fixed_cap - 1 - w->fixed_len;
-    if (n > room)
-        n = room;
-    memcpy(w->fixed + w->fixed_len, p, n);
-    w->fixed_len += n;
-    w->fixed[w->fixed_len] = '\0';
+    enum cma_errc rc = cma_buf_append(w->buf, p, n);
+    if (rc != CMA_OK)
+        w->rc = rc;
 }
 
 static void w_putc(struct wbuf *w, char c)
@@ -2684,7 +2684,7 @@ static bool unquote_char(const char *s, size_t n, char quote, int32_t *ret, bool
     case '"':
         if (e != quote)
             return false;
-        v = e;
+        v = (unsigned char)e;
         break;
     case 'x':
     case 'u':
@@ -2791,8 +2791,7 @@ static bool parse_number(struct parser *p, const struct token *t, struct number 
             is_int = true;
             i = (int64_t)f;
         }
-        if (f >= 0 && f < 18446744073709551616.0 && (double)(uint64_t)f == f)
-            is_uint = true;
+        /* Go also sets IsUint here; a uint-only constant overflows int either way. */
     } else {
         perr(p, t->pos, "illegal number syntax: %s", quote_fixed(q, sizeof(q), s, n, 0));
         return false;
@@ -3404,7 +3403,8 @@ static int undefined_var(struct exec *e, int id, uint32_t pos, uint32_t end)
 {
     int len;
     const char *name = var_name(e, id, &len);
-    return exec_fail(e, pos, end, "undefined variable: %.*s", len, name);
+    exec_fail(e, pos, end, "undefined variable: %.*s", len, name);
+    return -1;
 }
 
 /* Copies the scratch buffer into the arena as the string result of a function. */
@@ -4029,7 +4029,7 @@ static int eval_function(struct exec *e, const struct val *dot, const struct nod
         *ret = final ? *final : v;
         return 0;
     }
-    struct val local[LOCAL_SLOTS];
+    struct val local[LOCAL_SLOTS] = {0};
     struct val *a = local;
     if (n_in > LOCAL_SLOTS) {
         a = malloc(n_in * sizeof(*a));
@@ -4456,7 +4456,7 @@ enum cma_errc cma_template_render_limited(const struct cma_template *t,
     cma_buf_init(&e.scratch, CMA_TEMPLATE_MAX_SCRATCH_BYTES);
     arena_init(&e.arena, CMA_TEMPLATE_MAX_SCRATCH_BYTES);
     struct slot local[LOCAL_SLOTS];
-    int local_top[LOCAL_SLOTS];
+    int local_top[LOCAL_SLOTS] = {0};
     e.vars = local;
     e.cap_vars = LOCAL_SLOTS;
     e.top = local_top;
