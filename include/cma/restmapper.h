@@ -39,5 +39,7 @@ void cma_restmapper_group_resource(const struct cma_api_resource *r, char *out, 
 void cma_restmapper_api_version(const struct cma_api_resource *r, char *out, size_t out_len);
 
 size_t cma_restmapper_count(const struct cma_restmapper *m);
+/* The i-th resource in priority order (core group first), NULL past the end. */
+const struct cma_api_resource *cma_restmapper_at(const struct cma_restmapper *m, size_t i);
 
 #endif

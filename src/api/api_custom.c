@@ -11,6 +11,7 @@
 #include "api_internal.h"
 #include "cma/catalog.h"
 #include "cma/clock.h"
+#include "cma/discovery.h"
 #include "cma/encode.h"
 #include "cma/kube.h"
 #include "cma/log.h"
@@ -28,7 +29,7 @@ struct custom_request {
     const char *namespace_; /* NULL for root-scoped */
     const char *name;       /* object name or "*" */
     const char *metric;
-    char gr[300];           /* "pods", "deployments.apps" for messages */
+    char gr[300];                         /* "pods", "deployments.apps" for messages */
     struct cma_selector *label_selector;  /* objects (only with "*") */
     struct cma_selector *metric_selector; /* series */
     char **names;
@@ -127,8 +128,10 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
     if (rc == CMA_OK) {
         by_name = calloc(cr->n_names + 1, sizeof(*by_name));
         items = calloc(cr->n_names + 1, sizeof(*items));
-        if (!by_name || !items)
-            rc = cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+        if (!by_name || !items) { /* rc set apart: the analyzer cannot see cma_err_set's result */
+            cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+            rc = CMA_ERR_NOMEM;
+        }
     }
     size_t n_items = 0;
     if (rc == CMA_OK) {
@@ -161,11 +164,12 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
             };
         }
         if (strcmp(cr->name, "*") != 0 && n_items == 0)
-            rc = cma_err_set(err, CMA_ERR_NOT_FOUND, "the server could not find the metric %s for %s %s",
-                             cr->metric, cr->gr, cr->name);
+            rc = cma_err_set(err, CMA_ERR_NOT_FOUND,
+                             "the server could not find the metric %s for %s %s", cr->metric,
+                             cr->gr, cr->name);
         else
-            rc = cma_encode_metric_value_list(ver, items, n_items, cr->metric_selector,
-                                              &resp->body, err);
+            rc = cma_encode_metric_value_list(ver, items, n_items, cr->metric_selector, &resp->body,
+                                              err);
     }
     free(items);
     free(by_name);
@@ -184,8 +188,15 @@ void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct c
     enum cma_custom_version ver =
         strcmp(route->version, "v1beta2") == 0 ? CMA_CUSTOM_V1BETA2 : CMA_CUSTOM_V1BETA1;
     if (!cat) {
-        cma_api_reply_errorf(resp, CMA_ERR_BACKEND_UNAVAILABLE,
-                             "metric discovery has not completed yet; try again shortly");
+        struct cma_discovery_status st = {0};
+        if (app->discovery)
+            cma_discovery_get_status(app->discovery, &st);
+        if (st.last_error[0])
+            cma_api_reply_errorf(resp, CMA_ERR_BACKEND_UNAVAILABLE,
+                                 "metric discovery has not succeeded yet: %s", st.last_error);
+        else
+            cma_api_reply_errorf(resp, CMA_ERR_BACKEND_UNAVAILABLE,
+                                 "metric discovery has not completed yet; try again shortly");
         return;
     }
     struct cma_restmapper *mapper = cma_catalog_mapper(cat);
@@ -218,7 +229,7 @@ void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct c
         rc = resolve_names(app, &cr, &err);
     if (rc == CMA_OK && cr.n_names == 0) /* no object matches: an honest empty list */
         rc = cma_encode_metric_value_list(ver, NULL, 0, cr.metric_selector, &resp->body, &err);
-    else if (rc == CMA_OK)
+    else if (rc == CMA_OK && entry)
         rc = query_and_encode(app, &cr, entry, mapper, ver, resp, &err);
     if (rc != CMA_OK) {
         if (err.code != CMA_ERR_NOT_FOUND && err.code != CMA_ERR_BAD_SELECTOR)

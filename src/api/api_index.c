@@ -63,8 +63,8 @@ static void group_version(struct cma_app *app, struct cma_catalog *cat,
         return;
     }
     size_t len = 0;
-    const char *doc = cat ? cma_catalog_discovery_doc(cat, route->group, route->version, &len)
-                          : NULL;
+    const char *doc =
+        cat ? cma_catalog_discovery_doc(cat, route->group, route->version, &len) : NULL;
     if (doc) {
         reply_encoded(resp, cma_buf_append(&resp->body, doc, len));
         return;
@@ -86,8 +86,7 @@ static void root_paths(struct cma_app *app, struct cma_response *resp)
                                 groups[i].versions[v]);
     }
     if (rc == CMA_OK)
-        rc = cma_buf_appends(&resp->body,
-                             ",\"/healthz\",\"/livez\",\"/readyz\",\"/version\"]}\n");
+        rc = cma_buf_appends(&resp->body, ",\"/healthz\",\"/livez\",\"/readyz\",\"/version\"]}\n");
     reply_encoded(resp, rc);
 }
 

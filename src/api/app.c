@@ -63,8 +63,8 @@ static bool accepts_json(const char *accept)
             *params++ = '\0';
         for (char *t = type + strlen(type); t > type && (t[-1] == ' ' || t[-1] == '\t'); t--)
             t[-1] = '\0';
-        bool transform = params && (strstr(params, "as=") || strstr(params, "g=") ||
-                                    strstr(params, "v="));
+        bool transform =
+            params && (strstr(params, "as=") || strstr(params, "g=") || strstr(params, "v="));
         bool zero_q = params && strstr(params, "q=0") && !strstr(params, "q=0.");
         if (!transform && !zero_q &&
             (strcasecmp(type, "application/json") == 0 || strcasecmp(type, "application/*") == 0 ||

@@ -159,8 +159,8 @@ static enum cma_errc table_put(struct entry_table *t, const struct cma_api_resou
     return CMA_OK;
 }
 
-enum cma_errc cma_catalog_builder_new(struct cma_restmapper *mapper, struct cma_catalog_builder **ret,
-                                      struct cma_err *reterr)
+enum cma_errc cma_catalog_builder_new(struct cma_restmapper *mapper,
+                                      struct cma_catalog_builder **ret, struct cma_err *reterr)
 {
     struct cma_catalog_builder *b = calloc(1, sizeof(*b));
     if (!b)
@@ -239,9 +239,8 @@ static enum cma_errc encode_doc(struct cma_catalog *c, int slot, const char *gro
     if (rc == CMA_OK) {
         qsort(names, n, sizeof(*names), cmp_entry_names);
         for (size_t i = 0; i < n; i++)
-            entries[i] = (struct cma_resource_entry){names[i],
-                                                     names[i][strlen(names[i]) + 1] == 'T', kind,
-                                                     verbs, 1};
+            entries[i] = (struct cma_resource_entry){
+                names[i], names[i][strlen(names[i]) + 1] == 'T', kind, verbs, 1};
         struct cma_buf out;
         cma_buf_init(&out, 0);
         rc = cma_encode_api_resource_list(group_version, entries, n, &out, reterr);
@@ -289,8 +288,8 @@ enum cma_errc cma_catalog_build(struct cma_catalog_builder *b, int64_t built_wal
     cma_catalog_builder_free(b);
     c->built_ms = built_wall_ms;
     struct entry_table none = {0};
-    enum cma_errc rc = encode_doc(c, 0, CMA_GROUP_CUSTOM "/v1beta1", &c->custom, "MetricValueList",
-                                  reterr);
+    enum cma_errc rc =
+        encode_doc(c, 0, CMA_GROUP_CUSTOM "/v1beta1", &c->custom, "MetricValueList", reterr);
     if (rc == CMA_OK)
         rc = encode_doc(c, 1, CMA_GROUP_CUSTOM "/v1beta2", &c->custom, "MetricValueList", reterr);
     if (rc == CMA_OK)

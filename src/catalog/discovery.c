@@ -30,8 +30,8 @@
 struct smap_item {
     char *key;
     size_t key_len;
-    const void *ptr;  /* label cache: resource (may be NULL) */
-    char *name;       /* name cache: API metric name, NULL when rejected */
+    const void *ptr; /* label cache: resource (may be NULL) */
+    char *name;      /* name cache: API metric name, NULL when rejected */
     bool accepted;
 };
 
@@ -208,8 +208,8 @@ static size_t rules_for_query(const struct cma_ruleset *rules, const char *q,
 static bool query_seen_before(const struct cma_ruleset *rules, size_t flat_index, const char *q)
 {
     for (size_t i = 0; i < flat_index; i++) {
-        const struct cma_rule *r = i < rules->n_rules ? &rules->rules[i]
-                                                      : &rules->external_rules[i - rules->n_rules];
+        const struct cma_rule *r =
+            i < rules->n_rules ? &rules->rules[i] : &rules->external_rules[i - rules->n_rules];
         if (strcmp(r->series_query, q) == 0)
             return true;
     }
@@ -228,10 +228,9 @@ struct cma_series_source cma_discovery_prom_source(struct cma_prom *prom)
 }
 
 enum cma_errc cma_discovery_relist(const struct cma_series_source *src,
-                                   const struct cma_ruleset *rules,
-                                   struct cma_restmapper *mapper, int64_t now_wall_ms,
-                                   int64_t max_age_ms, struct cma_catalog **ret,
-                                   struct cma_err *reterr)
+                                   const struct cma_ruleset *rules, struct cma_restmapper *mapper,
+                                   int64_t now_wall_ms, int64_t max_age_ms,
+                                   struct cma_catalog **ret, struct cma_err *reterr)
 {
     struct relist_ctx ctx = {.mapper = mapper};
     size_t total = rules->n_rules + rules->n_external_rules;
@@ -242,15 +241,15 @@ enum cma_errc cma_discovery_relist(const struct cma_series_source *src,
     enum cma_errc rc = cma_catalog_builder_new(mapper, &ctx.builder, reterr);
     size_t n_queries = 0;
     for (size_t i = 0; rc == CMA_OK && i < total; i++) {
-        const struct cma_rule *r = i < rules->n_rules ? &rules->rules[i]
-                                                      : &rules->external_rules[i - rules->n_rules];
+        const struct cma_rule *r =
+            i < rules->n_rules ? &rules->rules[i] : &rules->external_rules[i - rules->n_rules];
         if (query_seen_before(rules, i, r->series_query))
             continue;
         ctx.n_rules = rules_for_query(rules, r->series_query, ctx.rules);
         int64_t t0 = cma_clock_mono_ms();
         size_t before = ctx.n_series;
-        rc = src->list(src->ctx, r->series_query, now_wall_ms - max_age_ms, now_wall_ms,
-                       on_series, &ctx, reterr);
+        rc = src->list(src->ctx, r->series_query, now_wall_ms - max_age_ms, now_wall_ms, on_series,
+                       &ctx, reterr);
         if (rc == CMA_OK && ctx.rc != CMA_OK)
             rc = cma_err_set(reterr, ctx.rc, "out of memory while folding series");
         if (rc != CMA_OK)
@@ -348,7 +347,8 @@ static void *discovery_main(void *arg)
         struct cma_catalog *c = NULL;
         int64_t wall = cma_clock_wall_ms();
         struct cma_series_source src = cma_discovery_prom_source(d->cfg.prom);
-        enum cma_errc rc = cma_discovery_relist(&src, d->cfg.rules, mapper, wall, max_age, &c, &err);
+        enum cma_errc rc =
+            cma_discovery_relist(&src, d->cfg.rules, mapper, wall, max_age, &c, &err);
         pthread_mutex_lock(&d->mu);
         d->status.n_relists++;
         d->status.last_attempt_wall_ms = wall;

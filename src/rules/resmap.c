@@ -6,8 +6,10 @@
  * (upstream normalises once at start and dies on unknown resources). The template is kept both
  * compiled (query direction) and as a reverse regex (discovery direction): it is rendered with
  * Group=(?P<group>.+?) and Resource=(?P<resource>.+?) and anchored, literal parts unescaped, as
- * upstream does. Improvement over upstream: a captured group with '_' that does not resolve is
- * retried with '.' so kube_networking_k8s_io_ingress maps back to ingresses.networking.k8s.io. */
+ * upstream does. Improvement: when the reverse regex does not resolve a label, the template is
+ * rendered for each resource of the mapper (priority order) and an exact match wins, so labels
+ * the regex cannot split — kube__pod (core group) and kube_networking_k8s_io_ingress (dotted
+ * group) — map back too; upstream drops them. Discovery caches the answer per label per relist. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,16 +143,40 @@ enum cma_errc cma_resmap_compile(const struct cma_config_resources *cfg, struct 
 static const struct cma_api_resource *resolve(const struct cma_restmapper *m, const char *group,
                                               const char *resource)
 {
-    const struct cma_api_resource *r = cma_restmapper_resource_for(m, group, resource);
-    if (r || !strchr(group, '_'))
-        return r;
-    char dotted[256];
-    size_t len = strlen(group);
-    if (len >= sizeof(dotted))
-        return NULL;
+    return cma_restmapper_resource_for(m, group, resource);
+}
+
+/* Renders the template for one resource (query direction) into out. */
+static enum cma_errc render_for(const struct cma_resmap *rm, const struct cma_api_resource *res,
+                                struct cma_buf *out, struct cma_err *reterr)
+{
+    char group[256];
+    size_t len = strlen(res->group);
+    if (len >= sizeof(group))
+        return cma_err_set(reterr, CMA_ERR_RULE, "group name too long");
     for (size_t i = 0; i <= len; i++)
-        dotted[i] = group[i] == '_' ? '.' : group[i];
-    return cma_restmapper_resource_for(m, dotted, resource);
+        group[i] = (res->group[i] == '.' || res->group[i] == '-') ? '_' : res->group[i];
+    const char *singular = res->singular && res->singular[0] ? res->singular : res->resource;
+    return render_group_resource(rm->tmpl, group, singular, out, reterr);
+}
+
+/* The resource whose rendered label is exactly `label`, in priority order; NULL if none. */
+static const struct cma_api_resource *render_match(const struct cma_resmap *rm,
+                                                   const struct cma_restmapper *m,
+                                                   const char *label, size_t len)
+{
+    struct cma_buf b;
+    cma_buf_init(&b, 4096);
+    const struct cma_api_resource *found = NULL;
+    for (size_t i = 0; !found && i < cma_restmapper_count(m); i++) {
+        const struct cma_api_resource *r = cma_restmapper_at(m, i);
+        cma_buf_clear(&b);
+        if (render_for(rm, r, &b, NULL) == CMA_OK && b.len == len &&
+            memcmp(cma_buf_str(&b), label, len) == 0)
+            found = r;
+    }
+    cma_buf_done(&b);
+    return found;
 }
 
 const struct cma_api_resource *cma_resmap_resource_for_label(const struct cma_resmap *rm,
@@ -168,7 +194,7 @@ const struct cma_api_resource *cma_resmap_resource_for_label(const struct cma_re
     if (n_ov > sizeof(ov) / sizeof(ov[0]))
         return NULL;
     if (!cma_regex_find(rm->reverse, label, len, ov, n_ov))
-        return NULL;
+        return render_match(rm, m, label, len);
     char group[256] = "", resource[256];
     size_t rs = ov[2 * rm->resource_index], re = ov[2 * rm->resource_index + 1];
     if (rs == (size_t)-1 || re - rs >= sizeof(resource))
@@ -182,7 +208,8 @@ const struct cma_api_resource *cma_resmap_resource_for_label(const struct cma_re
             group[ge - gs] = '\0';
         }
     }
-    return resolve(m, group, resource);
+    const struct cma_api_resource *r = resolve(m, group, resource);
+    return r ? r : render_match(rm, m, label, len);
 }
 
 enum cma_errc cma_resmap_label_for_resource(const struct cma_resmap *rm,
@@ -201,12 +228,5 @@ enum cma_errc cma_resmap_label_for_resource(const struct cma_resmap *rm,
                            "resources.template names it",
                            gr);
     }
-    char group[256];
-    size_t len = strlen(res->group);
-    if (len >= sizeof(group))
-        return cma_err_set(reterr, CMA_ERR_RULE, "group name too long");
-    for (size_t i = 0; i <= len; i++)
-        group[i] = (res->group[i] == '.' || res->group[i] == '-') ? '_' : res->group[i];
-    const char *singular = res->singular && res->singular[0] ? res->singular : res->resource;
-    return render_group_resource(rm->tmpl, group, singular, out, reterr);
+    return render_for(rm, res, out, reterr);
 }

@@ -68,6 +68,13 @@ size_t cma_restmapper_count(const struct cma_restmapper *m)
     return m && m->resources ? m->resources->n : 0;
 }
 
+const struct cma_api_resource *cma_restmapper_at(const struct cma_restmapper *m, size_t i)
+{
+    if (!m || !m->resources || i >= m->resources->n)
+        return NULL;
+    return &m->resources->items[m->order[i]];
+}
+
 enum match_kind { MATCH_PLURAL, MATCH_SINGULAR, MATCH_SHORT, MATCH_KIND, MATCH__COUNT };
 
 static bool matches(const struct cma_api_resource *r, enum match_kind kind, const char *name)

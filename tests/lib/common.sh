@@ -554,3 +554,183 @@ t_summary() {
   echo "$T_PASS passed, $T_FAIL failed"
   [ "$T_FAIL" -eq 0 ] && [ "$T_PASS" -gt 0 ]
 }
+
+# --- more servers and helpers for the end-to-end tests -----------------------------------------
+
+# stop_prometheus: stops the Prometheus of start_prometheus (SIGTERM, SIGKILL after 10 s); its
+# config and data stay in $PROM_DIR for restart_prometheus. Returns Prometheus's exit status.
+stop_prometheus() {
+  [ -n "${PROM_PID:-}" ] || {
+    cma_log "stop_prometheus: no Prometheus running"
+    return 1
+  }
+  cma_stop "$PROM_PID" 10
+  local rc=$?
+  unset PROM_PID
+  return "$rc"
+}
+
+# restart_prometheus: starts Prometheus again with the config, data and port of the last
+# start_prometheus (PROM_URL stays valid) and waits for /-/ready. Exports PROM_PID.
+restart_prometheus() {
+  local port=${PROM_URL##*:}
+  [ -n "${PROM_DIR:-}" ] && [ -n "$port" ] || {
+    cma_log "restart_prometheus: start_prometheus has not run"
+    return 1
+  }
+  _cma_spawn "$PROM_LOG" prometheus --config.file="$PROM_DIR/prometheus.yml" \
+    --storage.tsdb.path="$PROM_DIR/data" --storage.tsdb.retention.time=30d \
+    --web.listen-address="127.0.0.1:$port" --log.level=warn
+  _cma_wait_ready prometheus "$_CMA_SPAWNED" "$PROM_LOG" "$PROM_URL/-/ready" || return 1
+  export PROM_PID=$_CMA_SPAWNED
+}
+
+# _cma_start_with_port_file NAME LOG PORT_FILE READY_PATH CMD...: starts CMD (a helper that
+# writes its port to PORT_FILE once listening), waits for the file and for http://127.0.0.1:
+# PORT/READY_PATH to answer 200. Sets _CMA_PORT and _CMA_SPAWNED.
+_cma_start_with_port_file() {
+  local name=$1 log=$2 port_file=$3 ready=$4 deadline
+  shift 4
+  _cma_spawn "$log" "$@"
+  deadline=$((SECONDS + $(_cma_start_timeout)))
+  while [ ! -s "$port_file" ]; do
+    if ! _cma_alive "$_CMA_SPAWNED" || [ "$SECONDS" -ge "$deadline" ]; then
+      cma_log "$name did not start:"
+      tail -n 30 "$log" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  _CMA_PORT=$(cat "$port_file")
+  _cma_wait_ready "$name" "$_CMA_SPAWNED" "$log" "http://127.0.0.1:$_CMA_PORT$ready"
+}
+
+# start_auth_proxy UPSTREAM_URL [AUTH_PROXY_FLAGS...]: starts tests/lib/auth_proxy.py (Mimir's
+# authenticating query path: prefix /prometheus, basic auth or bearer token, X-Scope-OrgID) in
+# front of UPSTREAM_URL. Flags: --basic-user U --basic-password P | --bearer-token T, --org-id ID.
+# Exports AUTH_PROXY_URL (with the /prometheus prefix), AUTH_PROXY_PID, AUTH_PROXY_LOG and
+# AUTH_PROXY_REQUEST_LOG (one JSON line per request).
+start_auth_proxy() {
+  local upstream=$1 dir
+  shift
+  dir=$(mktemp -d "$CMA_TMP/auth-proxy.XXXX")
+  # Readiness: "/" is outside the prefix, so the proxy itself answers it (404); curl's exit status
+  # says that it listens.
+  _cma_spawn "$dir/auth-proxy.log" python3 -u "$CMA_LIB/auth_proxy.py" --upstream "$upstream" \
+    --port 0 --port-file "$dir/port" --request-log "$dir/requests.jsonl" "$@"
+  local deadline=$((SECONDS + $(_cma_start_timeout)))
+  while ! [ -s "$dir/port" ] ||
+    ! curl -s -o /dev/null --max-time 5 "http://127.0.0.1:$(cat "$dir/port")/"; do
+    if ! _cma_alive "$_CMA_SPAWNED" || [ "$SECONDS" -ge "$deadline" ]; then
+      cma_log "start_auth_proxy: the proxy did not start:"
+      tail -n 30 "$dir/auth-proxy.log" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  local port
+  port=$(cat "$dir/port")
+  export AUTH_PROXY_URL="http://127.0.0.1:$port/prometheus" \
+    AUTH_PROXY_PID=$_CMA_SPAWNED AUTH_PROXY_LOG="$dir/auth-proxy.log" \
+    AUTH_PROXY_REQUEST_LOG="$dir/requests.jsonl"
+}
+
+# start_slow_backend SERIES_BODY_FILE [SLOW_BACKEND_FLAGS...]: starts tests/lib/slow_backend.py
+# (a hung Prometheus: series at once, queries sleep 30 s). Exports SLOW_URL, SLOW_PID, SLOW_LOG,
+# SLOW_REQUEST_LOG.
+start_slow_backend() {
+  local body=$1 dir
+  shift
+  dir=$(mktemp -d "$CMA_TMP/slow-backend.XXXX")
+  _cma_start_with_port_file slow-backend "$dir/slow-backend.log" "$dir/port" /debug/in-flight \
+    python3 -u "$CMA_LIB/slow_backend.py" --series-body "$body" --port 0 --port-file "$dir/port" \
+    --request-log "$dir/requests.jsonl" "$@" || return 1
+  export SLOW_URL="http://127.0.0.1:$_CMA_PORT" SLOW_PID=$_CMA_SPAWNED \
+    SLOW_LOG="$dir/slow-backend.log" SLOW_REQUEST_LOG="$dir/requests.jsonl"
+}
+
+# adapter_fetch PATH [CURL_ARGS...]: one request to the adapter with curl; sets R_BODY,
+# R_STATUS (HTTP status, 000 when none) and R_CTYPE (the Content-Type header, "" when none).
+# shellcheck disable=SC2034 # R_BODY and R_CTYPE are for the caller
+adapter_fetch() {
+  local path=$1 hdr="$CMA_TMP/fetch.headers"
+  shift
+  R_STATUS=$(curl -s --max-time 60 --cacert "$ADAPTER_CA" -D "$hdr" -o "$CMA_TMP/fetch.body" \
+    -w '%{http_code}' "$@" "$ADAPTER_URL$path")
+  R_BODY=$(cat "$CMA_TMP/fetch.body" 2>/dev/null)
+  R_CTYPE=$(sed -n 's/^[Cc]ontent-[Tt]ype: *\([^\r]*\)\r*$/\1/p' "$hdr" 2>/dev/null | tail -n 1)
+}
+
+# adapter_log_since_start: prints $ADAPTER_LOG from the last start_adapter on (the log file is
+# shared by every adapter a script starts).
+adapter_log_since_start() {
+  awk '/^=== start_adapter / { n = 0 } { line[n++] = $0 } END { for (i = 0; i < n; i++) print line[i] }' \
+    "$ADAPTER_LOG" 2>/dev/null
+}
+
+# wait_adapter_log ERE [TIMEOUT_S]: polls the log of the adapter started last until a line
+# matches ERE (default 60 s).
+wait_adapter_log() {
+  local re=$1 timeout=${2:-60} deadline
+  deadline=$((SECONDS + timeout))
+  until adapter_log_since_start | grep -Eq -- "$re"; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      cma_log "wait_adapter_log: no line matching '$re' in $ADAPTER_LOG after ${timeout}s"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# wait_status PATH STATUS [TIMEOUT_S] [CURL_ARGS...]: polls the adapter until PATH answers STATUS
+# (default deadline 60 s); leaves the last answer in R_BODY/R_STATUS/R_CTYPE.
+wait_status() {
+  local path=$1 want=$2 timeout=${3:-60} deadline
+  shift 2
+  [ $# -gt 0 ] && shift
+  deadline=$((SECONDS + timeout))
+  while :; do
+    adapter_fetch "$path" "$@"
+    [ "$R_STATUS" = "$want" ] && return 0
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      cma_log "wait_status: $path still answers $R_STATUS (want $want) after ${timeout}s"
+      return 1
+    fi
+    sleep 0.3
+  done
+}
+
+# CMA_JQ_QUANTITY: a jq definition `quantity` turning a number into the canonical Kubernetes
+# quantity string the adapter serves: milli-units truncated toward zero (prometheus-adapter's
+# int64(v*1000)), then the largest SI suffix (m, "", k, M, G, T, P, E) with an integer mantissa.
+# shellcheck disable=SC2016 # jq code
+CMA_JQ_QUANTITY='def quantity: (. * 1000 | if . >= 0 then floor else ceil end) as $m
+  | if $m == 0 then "0" else
+      {m: $m, e: -3}
+      | until((.m % 1000) != 0 or .e >= 18; .m = (.m / 1000) | .e = (.e + 3))
+      | "\(.m)" + ({"-3": "m", "0": "", "3": "k", "6": "M", "9": "G", "12": "T", "15": "P",
+                    "18": "E"}[.e | tostring])
+    end;'
+
+# quantity NUMBER: prints NUMBER as the adapter would serve it (see CMA_JQ_QUANTITY).
+quantity() { jq -rn --argjson v "$1" "$CMA_JQ_QUANTITY \$v | quantity"; }
+
+# expected_agg METRIC AGG KEY_LABEL [JQ_CONDITION]: from expected.json, the series of METRIC that
+# satisfy JQ_CONDITION (default true) and carry KEY_LABEL, grouped by KEY_LABEL and aggregated with
+# AGG (avg, sum, max or min, as PromQL does); prints "KEY QUANTITY" lines sorted by KEY. A group with
+# a NaN sample is left out (the adapter never serves NaN).
+expected_agg() {
+  local metric=$1 agg=$2 key=$3 cond=${4:-true}
+  jq -r --arg m "$metric" --arg k "$key" --arg agg "$agg" "$CMA_JQ_QUANTITY
+    [.series[] | select(.name == \$m) | select($cond) | select(.labels[\$k] != null)]
+    | group_by(.labels[\$k])[]
+    | select(all(.[]; .value != \"NaN\"))
+    | (map(.value)) as \$v
+    | \"\(.[0].labels[\$k]) \(if \$agg == \"avg\" then (\$v | add / length)
+        elif \$agg == \"sum\" then (\$v | add) elif \$agg == \"max\" then (\$v | max)
+        else (\$v | min) end | quantity)\"" "$DCGM_DIR/expected.json"
+}
+
+# item_values JSON: "NAME VALUE" lines (describedObject.name and value) of a MetricValueList,
+# sorted by name.
+item_values() { printf '%s' "$1" | jq -r '.items[] | "\(.describedObject.name) \(.value)"' | sort; }
