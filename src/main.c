@@ -103,6 +103,13 @@ static int start_clients(struct runtime *rt)
     struct cma_err err;
     cma_err_clear(&err);
     const struct cma_options *o = rt->opts;
+    if (o->prometheus_auth_config || o->prometheus_auth_incluster) {
+        cma_log_error("--prometheus-auth-config and --prometheus-auth-incluster are not supported "
+                      "yet; use --prometheus-token-file, --prometheus-basic-auth-username with "
+                      "--prometheus-basic-auth-password-file, --prometheus-ca-file and "
+                      "--prometheus-client-tls-cert-file/--prometheus-client-tls-key-file");
+        return 1;
+    }
     if (o->prometheus_basic_auth_password_file &&
         !(rt->basic_password = read_secret(o->prometheus_basic_auth_password_file))) {
         cma_log_error("cannot read --prometheus-basic-auth-password-file %s: %s",
@@ -138,6 +145,35 @@ static int start_clients(struct runtime *rt)
     return 0;
 }
 
+/* The namespace this pod runs in: POD_NAMESPACE (Downward API) or the service account's. */
+static char *own_namespace(void)
+{
+    const char *env = getenv("POD_NAMESPACE");
+    if (env && env[0])
+        return strdup(env);
+    return read_secret("/var/run/secrets/kubernetes.io/serviceaccount/namespace");
+}
+
+/* Self-signed certificate: localhost and loopback IPs (tls.c) plus the Service's DNS names. */
+static enum cma_errc self_signed(const struct cma_options *o, char *cert, size_t cert_len,
+                                 char *key, size_t key_len, struct cma_err *err)
+{
+    char names[4][512];
+    const char *extra[4];
+    size_t n = 0;
+    char *ns = own_namespace();
+    if (ns && ns[0] && o->service_name && o->service_name[0]) {
+        snprintf(names[0], sizeof(names[0]), "%s", o->service_name);
+        snprintf(names[1], sizeof(names[1]), "%s.%s", o->service_name, ns);
+        snprintf(names[2], sizeof(names[2]), "%s.%s.svc", o->service_name, ns);
+        snprintf(names[3], sizeof(names[3]), "%s.%s.svc.cluster.local", o->service_name, ns);
+        for (n = 0; n < 4; n++)
+            extra[n] = names[n];
+    }
+    free(ns);
+    return cma_tls_ensure_self_signed(o->cert_dir, extra, n, cert, cert_len, key, key_len, err);
+}
+
 static int start_serving(struct runtime *rt, struct cma_app *app)
 {
     struct cma_err err;
@@ -169,8 +205,7 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         cma_log_error("--tls-cert-file and --tls-private-key-file must be given together");
         return 1;
     } else {
-        if (cma_tls_ensure_self_signed(o->cert_dir, NULL, 0, cert, sizeof(cert), key, sizeof(key),
-                                       &err) != CMA_OK) {
+        if (self_signed(o, cert, sizeof(cert), key, sizeof(key), &err) != CMA_OK) {
             log_err("self-signed certificate", &err);
             return 1;
         }

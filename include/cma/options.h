@@ -36,6 +36,7 @@ struct cma_options {
     char *bind_address;         /* --bind-address, default 0.0.0.0 */
     int secure_port;            /* --secure-port, default 6443 */
     char *cert_dir;             /* --cert-dir, default apiserver.local.config/certificates */
+    char *service_name;         /* --service-name: self-signed certificate SANs */
     char *tls_cert_file;        /* --tls-cert-file */
     char *tls_private_key_file; /* --tls-private-key-file */
     char *tls_min_version;      /* --tls-min-version, default VersionTLS12 */

@@ -182,6 +182,12 @@ static const struct flag flags[] = {
      .def = "apiserver.local.config/certificates",
      .help = "Directory where a self-signed serving certificate is written when --tls-cert-file "
              "is not given"},
+    {.name = "service-name",
+     .type = FLAG_STRING,
+     .offset = OPT(service_name),
+     .def = "custom-metrics-adapter",
+     .help = "Service name put in the self-signed certificate as <name>.<namespace>.svc (the "
+             "namespace comes from POD_NAMESPACE or the service account)"},
     {.name = "tls-cert-file",
      .type = FLAG_STRING,
      .offset = OPT(tls_cert_file),

@@ -774,7 +774,6 @@ static void test_cma_config_load_file__missing_file(void **state)
                              "directory");
 }
 
-
 /* Every tests/config-errors/<case>/ gives exactly its expect.error when loaded as
  * "<case>/config.yaml" from that directory, as the runner does through the binary. */
 int main(void)
