@@ -220,9 +220,9 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         .kube = rt->kube,
         .store = rt->store,
         .discovery = rt->discovery,
-        .serve_custom = rt->rules->n_rules > 0,
-        .serve_external = false,
-        .serve_resource = false,
+        .serve_custom = rt->rules->n_rules > 0 && !o->disable_custom_metrics,
+        .serve_external = rt->rules->n_external_rules > 0 && !o->disable_external_metrics,
+        .serve_resource = rt->rules->has_resource_rules && !o->disable_resource_metrics,
     };
     struct cma_server_config sc = {
         .bind_address = o->bind_address,

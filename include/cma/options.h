@@ -33,16 +33,19 @@ struct cma_options {
     int64_t prometheus_connect_timeout_ms;     /* --prometheus-connect-timeout, default 3s */
     int64_t prometheus_max_response_bytes;     /* --prometheus-max-response-bytes, default 64Mi */
     /* serving */
-    char *bind_address;         /* --bind-address, default 0.0.0.0 */
-    int secure_port;            /* --secure-port, default 6443 */
-    char *cert_dir;             /* --cert-dir, default apiserver.local.config/certificates */
-    char *service_name;         /* --service-name: self-signed certificate SANs */
-    char *tls_cert_file;        /* --tls-cert-file */
-    char *tls_private_key_file; /* --tls-private-key-file */
-    char *tls_min_version;      /* --tls-min-version, default VersionTLS12 */
-    char *tls_cipher_suites;    /* --tls-cipher-suites (comma list) */
-    bool disable_http2;         /* --disable-http2 (accepted; we never serve h2) */
-    int64_t max_connections;    /* --max-connections, default 1000 */
+    char *bind_address;            /* --bind-address, default 0.0.0.0 */
+    int secure_port;               /* --secure-port, default 6443 */
+    char *cert_dir;                /* --cert-dir, default apiserver.local.config/certificates */
+    char *service_name;            /* --service-name: self-signed certificate SANs */
+    char *tls_cert_file;           /* --tls-cert-file */
+    char *tls_private_key_file;    /* --tls-private-key-file */
+    char *tls_min_version;         /* --tls-min-version, default VersionTLS12 */
+    char *tls_cipher_suites;       /* --tls-cipher-suites (comma list) */
+    bool disable_custom_metrics;   /* --disable-custom-metrics */
+    bool disable_external_metrics; /* --disable-external-metrics (e.g. next to KEDA) */
+    bool disable_resource_metrics; /* --disable-resource-metrics (e.g. next to metrics-server) */
+    bool disable_http2;            /* --disable-http2 (accepted; we never serve h2) */
+    int64_t max_connections;       /* --max-connections, default 1000 */
     /* kube */
     char *lister_kubeconfig;       /* --lister-kubeconfig; NULL = in-cluster */
     int64_t discovery_interval_ms; /* --discovery-interval, default 10m */

@@ -16,6 +16,12 @@ void cma_api_reply_errorf(struct cma_response *resp, enum cma_errc code, const c
 
 void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
                     const struct cma_request *req, struct cma_response *resp);
+/* external.metrics.k8s.io v1beta1 (api_external.c). */
+void cma_api_external(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
+                      const struct cma_request *req, struct cma_response *resp);
+/* metrics.k8s.io v1beta1 PodMetrics/NodeMetrics (api_resource.c). */
+void cma_api_resource(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
+                      const struct cma_request *req, struct cma_response *resp);
 void cma_api_index(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
                    const struct cma_request *req, struct cma_response *resp);
 void cma_api_health(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,

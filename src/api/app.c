@@ -123,18 +123,27 @@ void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_resp
             cma_api_custom(app, cat, route, req, resp);
         else
             cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
-                                 "custom.metrics.k8s.io is not served: the config has no rules");
+                                 "custom.metrics.k8s.io is not served: the config has no rules, "
+                                 "or --disable-custom-metrics is set");
         break;
     case CMA_ROUTE_EXTERNAL_METRIC:
-        cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
-                             "external.metrics.k8s.io is not served by this version");
+        if (app->serve_external)
+            cma_api_external(app, cat, route, req, resp);
+        else
+            cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
+                                 "external.metrics.k8s.io is not served: the config has no "
+                                 "externalRules, or --disable-external-metrics is set");
         break;
     case CMA_ROUTE_RESOURCE_NODES:
     case CMA_ROUTE_RESOURCE_NODE:
     case CMA_ROUTE_RESOURCE_PODS:
     case CMA_ROUTE_RESOURCE_POD:
-        cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
-                             "metrics.k8s.io is not served by this version");
+        if (app->serve_resource)
+            cma_api_resource(app, cat, route, req, resp);
+        else
+            cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
+                                 "metrics.k8s.io is not served: the config has no resourceRules, "
+                                 "or --disable-resource-metrics is set");
         break;
     default:
         cma_api_index(app, cat, route, req, resp);
