@@ -734,3 +734,51 @@ expected_agg() {
 # item_values JSON: "NAME VALUE" lines (describedObject.name and value) of a MetricValueList,
 # sorted by name.
 item_values() { printf '%s' "$1" | jq -r '.items[] | "\(.describedObject.name) \(.value)"' | sort; }
+
+# --- external metrics (test_external_metrics.sh) -----------------------------------------------
+
+# om_merge OUT IN...: merges OpenMetrics files into OUT family by family (promtool wants each
+# metric family in one contiguous block, so a test's extra series of a family that gen_dcgm.py
+# already writes cannot simply be appended). Families keep their first appearance's order and
+# metadata lines (# TYPE/# HELP/# UNIT, first one of each kind wins); samples keep file order;
+# one "# EOF" ends OUT.
+om_merge() {
+  python3 - "$@" <<'PYEOF'
+import sys
+out_path, in_paths = sys.argv[1], sys.argv[2:]
+meta, samples, order = {}, {}, []
+def family(name):
+    if name not in samples:
+        samples[name], meta[name] = [], {}
+        order.append(name)
+for path in in_paths:
+    current = ""
+    family(current)
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("# EOF"):
+                break
+            if line.startswith("#"):
+                parts = line.split()
+                if len(parts) >= 3 and parts[1] in ("TYPE", "HELP", "UNIT"):
+                    current = parts[2]
+                    family(current)
+                    meta[current].setdefault(parts[1], line)
+                continue
+            samples[current].append(line)
+with open(out_path, "w", encoding="utf-8") as out:
+    for name in order:
+        for kind in ("HELP", "TYPE", "UNIT"):
+            if kind in meta[name]:
+                out.write(meta[name][kind])
+        out.writelines(samples[name])
+    out.write("# EOF\n")
+PYEOF
+}
+
+# ext_items JSON [LABEL]: "LABEL_VALUE VALUE" lines of an ExternalMetricValueList (metricLabels
+# [LABEL], "-" when absent; LABEL defaults to pod), sorted bytewise.
+ext_items() {
+  printf '%s' "$1" | jq -r --arg k "${2:-pod}" '.items[] | "\(.metricLabels[$k] // "-") \(.value)"' |
+    LC_ALL=C sort
+}
