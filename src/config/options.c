@@ -87,6 +87,22 @@ static const struct flag flags[] = {
      .max = INT64_MAX,
      .help = "How far back a series must have a sample to be listed; 0 means the relist "
              "interval"},
+    /* API groups: each is served only when its rules exist and its flag is not set */
+    {.name = "disable-custom-metrics",
+     .type = FLAG_BOOL,
+     .offset = OPT(disable_custom_metrics),
+     .help = "Do not serve custom.metrics.k8s.io even if rules exist (when another adapter owns "
+             "that group)"},
+    {.name = "disable-external-metrics",
+     .type = FLAG_BOOL,
+     .offset = OPT(disable_external_metrics),
+     .help = "Do not serve external.metrics.k8s.io even if externalRules exist (to run next to "
+             "KEDA, which owns that group)"},
+    {.name = "disable-resource-metrics",
+     .type = FLAG_BOOL,
+     .offset = OPT(disable_resource_metrics),
+     .help = "Do not serve metrics.k8s.io even if resourceRules exist (to run next to "
+             "metrics-server, which owns that group)"},
     /* backend */
     {.name = "prometheus-url",
      .type = FLAG_STRING,

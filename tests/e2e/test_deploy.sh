@@ -1,36 +1,179 @@
 #!/usr/bin/env bash
-# Checks deploy/: `kubectl kustomize` renders the base, the ConfigMap's rules pass the adapter's
-# --check-config, the Deployment's args are flags the adapter accepts, and the APIServices point
-# at the Service's port. (No cluster runs here; this checks what can be checked offline.)
+# Checks deploy/ offline (no cluster runs here): `kubectl kustomize` renders the base, each
+# component is a kustomize Component, and each overlay (all, next-to-keda, next-to-metrics-server)
+# renders with exactly the APIServices it should register, all pointing at the Service's port;
+# the groups the adapter would serve (the ConfigMap's rule sections minus the Deployment's
+# --disable-*-metrics flags) are exactly the registered ones; the ConfigMap's config passes
+# --check-config; the Deployment's args are flags the adapter accepts (--check-config); every
+# namespaced object is in custom-metrics except the kube-system RoleBinding; the HPA controller
+# is bound to read each registered custom/external group and only those.
 # asan: no
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
+# shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh
-bin=${CMA_BIN:-build/custom-metrics-adapter}
+bin=$(cma_adapter_bin)
 tmp=$(cma_tmp)
 
-t_ok "kustomize renders deploy/base" kubectl kustomize deploy/base -o "$tmp/all.yaml"
-python3 - "$tmp" <<'PY'
-import sys, yaml, os
-tmp = sys.argv[1]
-docs = [d for d in yaml.safe_load_all(open(os.path.join(tmp, "all.yaml"))) if d]
+C=custom.metrics.k8s.io
+E=external.metrics.k8s.io
+R=metrics.k8s.io
+
+# facts DIR RENDERED: writes what the checks below compare, one file each, into DIR.
+facts() {
+  python3 - "$1" "$2" <<'PY'
+import os, sys, yaml
+out, rendered = sys.argv[1], sys.argv[2]
+docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
 kinds = {}
 for d in docs:
     kinds.setdefault(d["kind"], []).append(d)
-open(os.path.join(tmp, "config.yaml"), "w").write(kinds["ConfigMap"][0]["data"]["config.yaml"])
-args = kinds["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
-args = [a if not a.startswith("--config=") else "--config=" + os.path.join(tmp, "config.yaml")
-        for a in args]
-open(os.path.join(tmp, "args"), "w").write("\n".join(args) + "\n")
+def write(name, text):
+    with open(os.path.join(out, name), "w") as f:
+        f.write(text + "\n")
+
+# APIServices: "v1beta1.custom.metrics.k8s.io" names, and whether each points at the Service
+apis = kinds.get("APIService", [])
+write("apiservices", " ".join(sorted(a["metadata"]["name"] for a in apis)))
 svc = kinds["Service"][0]
-port = svc["spec"]["ports"][0]["port"]
-ok = all(a["spec"]["service"]["name"] == svc["metadata"]["name"] and a["spec"]["service"]["port"] == port
-         for a in kinds["APIService"])
-versions = sorted(a["spec"]["version"] for a in kinds["APIService"])
-open(os.path.join(tmp, "apiservices"), "w").write(("ok" if ok else "mismatch") + " " + ",".join(versions) + "\n")
+ports = {p["port"] for p in svc["spec"]["ports"]}
+bad = [a["metadata"]["name"] for a in apis
+       if a["spec"]["service"]["name"] != svc["metadata"]["name"]
+       or a["spec"]["service"]["namespace"] != svc["metadata"]["namespace"]
+       or a["spec"]["service"]["port"] not in ports
+       or a["metadata"]["name"] != a["spec"]["version"] + "." + a["spec"]["group"]
+       or not (a["spec"].get("insecureSkipTLSVerify") or a["spec"].get("caBundle"))]
+write("apiservice-mismatches", " ".join(bad) or "none")
+write("registered-groups", " ".join(sorted({a["spec"]["group"] for a in apis})))
+
+# the rule file and the Deployment's args (--config pointed at the extracted file)
+cm = kinds["ConfigMap"][0]
+config_path = os.path.join(out, "config.yaml")
+write("config.yaml", cm["data"]["config.yaml"])
+dep = kinds["Deployment"][0]
+containers = dep["spec"]["template"]["spec"]["containers"]
+args = containers[0]["args"]
+mounted = any(v.get("configMap", {}).get("name") == cm["metadata"]["name"]
+              for v in dep["spec"]["template"]["spec"]["volumes"])
+write("config-mounted", "yes" if mounted else "no")
+write("args", "\n".join("--config=" + config_path if a.startswith("--config=") else a
+                        for a in args))
+
+# the groups the adapter serves: a rule section that has rules, unless switched off
+cfg = yaml.safe_load(cm["data"]["config.yaml"]) or {}
+def on(flag):
+    return not any(a in ("--" + flag, "--" + flag + "=true") for a in args)
+served = []
+if cfg.get("rules") and on("disable-custom-metrics"):
+    served.append("custom.metrics.k8s.io")
+if cfg.get("externalRules") and on("disable-external-metrics"):
+    served.append("external.metrics.k8s.io")
+if cfg.get("resourceRules") is not None and on("disable-resource-metrics"):
+    served.append("metrics.k8s.io")
+write("served-groups", " ".join(sorted(served)))
+write("disable-flags", " ".join(sorted(a for a in args if a.startswith("--disable-"))))
+
+# namespaces: every namespaced object in custom-metrics, except the kube-system RoleBinding
+cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "APIService"}
+placed = sorted("%s/%s=%s" % (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace", "-"))
+                for d in docs if d["kind"] not in cluster_scoped)
+write("namespaced-objects", " ".join(placed))
+sa = kinds["ServiceAccount"][0]["metadata"]
+write("sa-subjects-ok", "yes" if all(
+    s["namespace"] == sa["namespace"]
+    for d in docs if d["kind"].endswith("RoleBinding")
+    for s in d["subjects"] if s["kind"] == "ServiceAccount" and s["name"] == sa["name"]) else "no")
+
+# RBAC: which groups the HPA controller may read, which ClusterRoles bindings reference
+roles = {d["metadata"]["name"]: d for d in kinds.get("ClusterRole", [])}
+hpa = set()
+dangling = []
+for b in kinds.get("ClusterRoleBinding", []) + kinds.get("RoleBinding", []):
+    ref = b["roleRef"]
+    if ref["kind"] == "ClusterRole" and ref["name"] not in roles and not ref["name"].startswith("system:"):
+        dangling.append(ref["name"])
+    if any(s["kind"] == "ServiceAccount" and s["name"] == "horizontal-pod-autoscaler"
+           and s["namespace"] == "kube-system" for s in b["subjects"]):
+        for rule in roles.get(ref["name"], {}).get("rules", []):
+            hpa.update(g for g in rule["apiGroups"] if g.endswith("metrics.k8s.io"))
+write("hpa-readable-groups", " ".join(sorted(hpa)))
+write("dangling-role-refs", " ".join(dangling) or "none")
+agg = roles.get("system:aggregated-metrics-reader")
+write("aggregated-reader", "absent" if agg is None else " ".join(sorted(
+    k.rsplit("/", 1)[1] for k, v in agg["metadata"].get("labels", {}).items() if v == "true")))
 PY
-t_ok "ConfigMap rules pass --check-config" "$bin" --config="$tmp/config.yaml" --check-config
-mapfile -t args <"$tmp/args"
-t_ok "Deployment args are accepted flags" "$bin" "${args[@]}" --check-config
-t_eq "APIServices point at the Service" "ok v1beta1,v1beta2" "$(cat "$tmp/apiservices")"
+}
+
+# --- base and components ----------------------------------------------------------------------------
+mkdir -p "$tmp/base"
+if t_ok "kustomize renders deploy/base" kubectl kustomize deploy/base -o "$tmp/base/all.yaml"; then
+  facts "$tmp/base" "$tmp/base/all.yaml"
+  t_eq "deploy/base registers no APIService" "" "$(cat "$tmp/base/apiservices")"
+  t_ok "deploy/base: the ConfigMap's config passes --check-config" \
+    "$bin" --config="$tmp/base/config.yaml" --check-config
+  # docs/configuration.md shows this file under "A complete file": the two must not drift apart.
+  t_eq "deploy/base: the ConfigMap's config is the one in docs/configuration.md (A complete file)" \
+    same "$(python3 - docs/configuration.md "$tmp/base/config.yaml" <<'PY'
+import re, sys, yaml
+doc = open(sys.argv[1], encoding="utf-8").read()
+section = doc.split("\n## A complete file\n", 1)[1].split("\n## ", 1)[0]
+block = re.search(r"^```yaml\n(.*?)^```", section, re.S | re.M).group(1)
+print("same" if yaml.safe_load(block) == yaml.safe_load(open(sys.argv[2])) else "different")
+PY
+)"
+fi
+for c in custom-metrics external-metrics resource-metrics; do
+  t_eq "deploy/components/$c is a kustomize Component" "kustomize.config.k8s.io/v1alpha1 Component" \
+    "$(python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); print(d["apiVersion"], d["kind"])' \
+      "deploy/components/$c/kustomization.yaml")"
+done
+
+# --- overlays -----------------------------------------------------------------------------------------
+# check_overlay NAME "APISERVICES" "GROUPS" "DISABLE FLAGS" AGGREGATED_READER
+check_overlay() {
+  local name=$1 want_apis=$2 want_groups=$3 want_flags=$4 want_agg=$5 dir="$tmp/$1" args
+  mkdir -p "$dir"
+  if ! t_ok "$name: kustomize renders deploy/overlays/$name" \
+    kubectl kustomize "deploy/overlays/$name" -o "$dir/all.yaml"; then
+    return
+  fi
+  facts "$dir" "$dir/all.yaml"
+  t_eq "$name: exactly these APIServices" "$want_apis" "$(cat "$dir/apiservices")"
+  t_eq "$name: every APIService points at the Service (name, namespace, port) with TLS settings" \
+    none "$(cat "$dir/apiservice-mismatches")"
+  t_eq "$name: the adapter serves exactly the registered groups" "$want_groups" \
+    "$(cat "$dir/served-groups")"
+  t_eq "$name: registered groups" "$want_groups" "$(cat "$dir/registered-groups")"
+  t_eq "$name: --disable-*-metrics flags" "$want_flags" "$(cat "$dir/disable-flags")"
+  # metrics.k8s.io needs no binding: the HPA controller's bootstrap role reads it already.
+  t_eq "$name: the HPA controller is bound to read the registered custom/external groups" \
+    "$(tr ' ' '\n' <<<"$want_groups" | grep -vx "$R" | paste -sd' ')" \
+    "$(cat "$dir/hpa-readable-groups")"
+  t_eq "$name: system:aggregated-metrics-reader (aggregate-to labels)" "$want_agg" \
+    "$(cat "$dir/aggregated-reader")"
+  t_eq "$name: every binding references a ClusterRole that exists" none \
+    "$(cat "$dir/dangling-role-refs")"
+  t_eq "$name: namespaced objects are in custom-metrics, the auth-reader RoleBinding in kube-system" \
+    "ConfigMap/custom-metrics-adapter-config=custom-metrics Deployment/custom-metrics-adapter=custom-metrics RoleBinding/custom-metrics-adapter-auth-reader=kube-system Service/custom-metrics-adapter=custom-metrics ServiceAccount/custom-metrics-adapter=custom-metrics" \
+    "$(cat "$dir/namespaced-objects")"
+  t_eq "$name: bindings name the adapter's service account in its namespace" yes \
+    "$(cat "$dir/sa-subjects-ok")"
+  t_eq "$name: the Deployment mounts the ConfigMap" yes "$(cat "$dir/config-mounted")"
+  t_ok "$name: the ConfigMap's config passes --check-config" \
+    "$bin" --config="$dir/config.yaml" --check-config
+  mapfile -t args <"$dir/args"
+  t_ok "$name: the Deployment's args are accepted (--check-config)" "$bin" "${args[@]}" --check-config
+}
+
+check_overlay all \
+  "v1beta1.custom.metrics.k8s.io v1beta1.external.metrics.k8s.io v1beta1.metrics.k8s.io v1beta2.custom.metrics.k8s.io" \
+  "$C $E $R" "" "aggregate-to-admin aggregate-to-edit aggregate-to-view"
+check_overlay next-to-keda \
+  "v1beta1.custom.metrics.k8s.io v1beta2.custom.metrics.k8s.io" \
+  "$C" "--disable-external-metrics --disable-resource-metrics" absent
+check_overlay next-to-metrics-server \
+  "v1beta1.custom.metrics.k8s.io v1beta1.external.metrics.k8s.io v1beta2.custom.metrics.k8s.io" \
+  "$C $E" "--disable-resource-metrics" absent
+t_eq "deploy/overlays has exactly the three documented overlays" "all next-to-keda next-to-metrics-server" \
+  "$(find deploy/overlays -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort | paste -sd' ')"
 t_summary

@@ -1,6 +1,7 @@
 /* options_test.c: unit tests for command-line flags: defaults, pflag forms, repeatable
- * headers, errors (unknown, bad values, verbs, pairs), klog's ignored flags, validation, --help
- * and the Markdown reference that docs/flags.md must match. */
+ * headers, the --disable-*-metrics group switches, errors (unknown, bad values, verbs, pairs),
+ * klog's ignored flags, validation, --help and the Markdown reference that docs/flags.md must
+ * match. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -72,6 +73,9 @@ static void test_cma_options_parse__defaults(void **state)
     assert_null(o->tls_private_key_file);
     assert_string_equal(o->tls_min_version, "VersionTLS12");
     assert_null(o->tls_cipher_suites);
+    assert_false(o->disable_custom_metrics);
+    assert_false(o->disable_external_metrics);
+    assert_false(o->disable_resource_metrics);
     assert_false(o->disable_http2);
     assert_int_equal(o->max_connections, 1000);
     assert_null(o->lister_kubeconfig);
@@ -221,6 +225,41 @@ static void test_cma_options_parse__bad_values(void **state)
     cma_options_free(o);
 }
 
+static void test_cma_options_parse__disable_api_groups(void **state)
+{
+    (void)state;
+    /* each flag sets only its own field */
+    struct cma_options *o = PARSE_OK("--config=c", "--disable-external-metrics");
+    assert_false(o->disable_custom_metrics);
+    assert_true(o->disable_external_metrics);
+    assert_false(o->disable_resource_metrics);
+    cma_options_free(o);
+    o = PARSE_OK("--config=c", "--disable-resource-metrics=true");
+    assert_false(o->disable_custom_metrics);
+    assert_false(o->disable_external_metrics);
+    assert_true(o->disable_resource_metrics);
+    cma_options_free(o);
+    o = PARSE_OK("--config=c", "-disable-custom-metrics");
+    assert_true(o->disable_custom_metrics);
+    assert_false(o->disable_external_metrics);
+    assert_false(o->disable_resource_metrics);
+    cma_options_free(o);
+    /* all three, then switched back with =false (last one wins) */
+    o = PARSE_OK("--config=c", "--disable-custom-metrics", "--disable-external-metrics=1",
+                 "--disable-resource-metrics=T", "--disable-external-metrics=false");
+    assert_true(o->disable_custom_metrics);
+    assert_false(o->disable_external_metrics);
+    assert_true(o->disable_resource_metrics);
+    cma_options_free(o);
+    /* a bool flag does not take the next argument as its value */
+    PARSE_FAILS("unexpected argument \"true\": the adapter takes only flags", "--config=c",
+                "--disable-external-metrics", "true");
+    PARSE_FAILS("invalid argument \"keda\" for \"--disable-external-metrics\" flag: expected "
+                "true or false",
+                "--config=c", "--disable-external-metrics=keda");
+    PARSE_FAILS("unknown flag: --disable-external", "--config=c", "--disable-external");
+}
+
 static void test_cma_options_parse__prometheus_verb(void **state)
 {
     (void)state;
@@ -339,6 +378,10 @@ static void test_cma_options_print_help__lists_flags_with_defaults(void **state)
     assert_non_null(strstr(help, "\n  -h, --help "));
     assert_non_null(strstr(help, "\n      --prometheus-header stringArray "));
     assert_non_null(strstr(help, "\n      --disable-http2 "));
+    assert_non_null(strstr(help, "\n      --disable-custom-metrics "));
+    assert_non_null(strstr(help, "\n      --disable-external-metrics "));
+    assert_non_null(strstr(help, "\n      --disable-resource-metrics "));
+    assert_non_null(strstr(help, "(to run next to KEDA, which owns that group)\n"));
     assert_null(strstr(help, "--print-flags-markdown"));
     assert_null(strstr(help, "--logtostderr"));
     assert_null(strstr(help, "(default 0"));
@@ -354,7 +397,7 @@ static void test_cma_options_print_help__lists_flags_with_defaults(void **state)
             fail_msg("%s is missing from --help", needle);
         n_flags++;
     }
-    assert_int_equal(n_flags, 34);
+    assert_int_equal(n_flags, 37);
     const char *col_a = strstr(help, "      --config string");
     const char *col_b = strstr(help, "  -h, --help");
     assert_non_null(col_a);
@@ -401,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_cma_options_parse__repeatable_header),
         cmocka_unit_test(test_cma_options_parse__unknown_flags_and_arguments),
         cmocka_unit_test(test_cma_options_parse__bad_values),
+        cmocka_unit_test(test_cma_options_parse__disable_api_groups),
         cmocka_unit_test(test_cma_options_parse__prometheus_verb),
         cmocka_unit_test(test_cma_options_parse__certificate_pairs),
         cmocka_unit_test(test_cma_options_parse__klog_flags_are_ignored_with_a_warning),
