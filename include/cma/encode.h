@@ -1,8 +1,9 @@
 /* encode.h: every JSON body the adapter sends (jansson is used here and in clients only):
- * MetricValueList v1beta1/v1beta2, ExternalMetricValueList, APIResourceList, APIGroup,
- * APIGroupList, Status, version.Info. Output is compact JSON followed by "\n", appended to a
- * caller-owned cma_buf. Field order and null/omitempty rules follow the Go types exactly
- * (docs: ../shared/reference/kubernetes-metrics-api.md sections 1-2). Pure; thread-safe. */
+ * MetricValueList v1beta1/v1beta2, ExternalMetricValueList, PodMetrics/NodeMetrics (lists and
+ * single objects), APIResourceList, APIGroup, APIGroupList, Status, version.Info. Output is compact
+ * JSON followed by "\n", appended to a caller-owned cma_buf. Field order and null/omitempty rules
+ * follow the Go types exactly (docs: ../shared/reference/kubernetes-metrics-api.md sections 1-3).
+ * Pure; thread-safe. */
 #ifndef CMA_ENCODE_H
 #define CMA_ENCODE_H
 
@@ -86,6 +87,62 @@ enum cma_errc cma_encode_api_group(const struct cma_api_group_desc *group, struc
 /* {"kind":"APIGroupList","apiVersion":"v1","groups":[APIGroup without kind/apiVersion...]} */
 enum cma_errc cma_encode_api_group_list(const struct cma_api_group_desc *groups, size_t n,
                                         struct cma_buf *out, struct cma_err *reterr);
+
+/* ---- metrics.k8s.io v1beta1 (kubernetes-metrics-api.md section 3) ---- */
+
+/* The ObjectMeta of a PodMetrics/NodeMetrics: name, namespace (omitted when NULL or ""),
+ * creationTimestamp, labels (omitted when n_labels == 0; written sorted by key as a Go map). */
+struct cma_metrics_object_meta {
+    const char *name;
+    const char *namespace_;
+    int64_t creation_ms;
+    const char *const *label_names;
+    const char *const *label_values;
+    size_t n_labels;
+};
+
+/* Usage in milli-units: cpu as a DecimalSI quantity, memory (bytes) as a BinarySI quantity. */
+struct cma_resource_usage {
+    int64_t cpu_milli;
+    int64_t memory_milli;
+};
+
+struct cma_container_metrics {
+    const char *name;
+    struct cma_resource_usage usage;
+};
+
+struct cma_pod_metrics {
+    struct cma_metrics_object_meta meta;
+    int64_t timestamp_ms;
+    int64_t window_ms;                              /* written as a Go duration string ("5m0s") */
+    const struct cma_container_metrics *containers; /* written in the given order */
+    size_t n_containers;
+};
+
+struct cma_node_metrics {
+    struct cma_metrics_object_meta meta;
+    int64_t timestamp_ms;
+    int64_t window_ms;
+    struct cma_resource_usage usage;
+};
+
+/* {"kind":"PodMetricsList","apiVersion":"metrics.k8s.io/v1beta1","metadata":{},"items":[
+ *  {"metadata":{"name","namespace","creationTimestamp","labels"},"timestamp","window",
+ *   "containers":[{"name","usage":{"cpu","memory"}}]}]}; items in the given order, [] when n == 0.
+ * CMA_ERR_BACKEND_RESPONSE for a timestamp outside the years 1000-9999. */
+enum cma_errc cma_encode_pod_metrics_list(const struct cma_pod_metrics *items, size_t n,
+                                          struct cma_buf *out, struct cma_err *reterr);
+/* One PodMetrics: {"kind":"PodMetrics","apiVersion":"metrics.k8s.io/v1beta1","metadata",...}. */
+enum cma_errc cma_encode_pod_metrics(const struct cma_pod_metrics *item, struct cma_buf *out,
+                                     struct cma_err *reterr);
+/* {"kind":"NodeMetricsList",...,"items":[{"metadata","timestamp","window","usage":{"cpu",
+ * "memory"}}]}. */
+enum cma_errc cma_encode_node_metrics_list(const struct cma_node_metrics *items, size_t n,
+                                           struct cma_buf *out, struct cma_err *reterr);
+/* One NodeMetrics with kind/apiVersion. */
+enum cma_errc cma_encode_node_metrics(const struct cma_node_metrics *item, struct cma_buf *out,
+                                      struct cma_err *reterr);
 
 /* metav1.Status: {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
  * "message":..,"reason":..,"code":N}. reason "" is omitted. */

@@ -1,11 +1,12 @@
-/* kube.h: a small kube-apiserver client over libcurl: API discovery (for the RESTMapper) and
- * LIST of object names by label selector. Configured in-cluster (service-account token re-read
- * on each request, CA at /var/run/secrets/kubernetes.io/serviceaccount/ca.crt, host from
- * KUBERNETES_SERVICE_HOST/PORT) or from a kubeconfig (current-context; cluster server,
- * certificate-authority[-data], insecure-skip-tls-verify; user client-certificate[-data] +
- * client-key[-data], token, tokenFile, username/password). Thread-safe (handle pool as in prom.c).
- * Errors: unreachable → CMA_ERR_KUBE_UNAVAILABLE; timeouts → CMA_ERR_KUBE_UNAVAILABLE;
- * non-2xx → CMA_ERR_KUBE_ERROR with the Status message (404 → CMA_ERR_NOT_FOUND). */
+/* kube.h: a small kube-apiserver client over libcurl: API discovery (for the RESTMapper), LIST
+ * of object names by label selector and LIST of objects' metadata by label and field selector.
+ * Configured in-cluster (service-account token re-read on each request, CA at
+ * /var/run/secrets/kubernetes.io/serviceaccount/ca.crt, host from KUBERNETES_SERVICE_HOST/PORT) or
+ * from a kubeconfig (current-context; cluster server, certificate-authority[-data],
+ * insecure-skip-tls-verify; user client-certificate[-data] + client-key[-data], token, tokenFile,
+ * username/password). Thread-safe (handle pool as in prom.c). Errors: unreachable →
+ * CMA_ERR_KUBE_UNAVAILABLE; timeouts → CMA_ERR_KUBE_UNAVAILABLE; non-2xx → CMA_ERR_KUBE_ERROR with
+ * the Status message (404 → CMA_ERR_NOT_FOUND). */
 #ifndef CMA_KUBE_H
 #define CMA_KUBE_H
 
@@ -60,5 +61,29 @@ enum cma_errc cma_kube_list_names(struct cma_kube *k, const char *group, const c
                                   const char *resource, const char *namespace_,
                                   const char *label_selector, char ***ret_names, size_t *ret_n,
                                   struct cma_err *reterr);
+
+/* One object of a LIST: what metrics.k8s.io needs. Every pointer is owned. */
+struct cma_kube_object {
+    char *name;
+    char *namespace_;   /* NULL for cluster-scoped objects */
+    char **label_names; /* metadata.labels, in the server's order */
+    char **label_values;
+    size_t n_labels;
+    char *phase;         /* status.phase when the server sent full objects, else NULL */
+    int64_t creation_ms; /* metadata.creationTimestamp; 0 when absent */
+};
+
+/* Objects of group/version/resource in `namespace_` (NULL/"" = all namespaces) that match
+ * `label_selector` and `field_selector` (each may be NULL/""; both are sent to the server as
+ * they are, so they must be in the server's syntax), in the order the server lists them.
+ * Asks for PartialObjectMetadataList (metadata only: filter on status.phase with the field
+ * selector); full objects are read as well. Pages and errors as cma_kube_list_names.
+ * Caller owns: cma_kube_objects_free(*ret, *ret_n). */
+enum cma_errc cma_kube_list_objects(struct cma_kube *k, const char *group, const char *version,
+                                    const char *resource, const char *namespace_,
+                                    const char *label_selector, const char *field_selector,
+                                    struct cma_kube_object **ret, size_t *ret_n,
+                                    struct cma_err *reterr);
+void cma_kube_objects_free(struct cma_kube_object *objs, size_t n);
 
 #endif

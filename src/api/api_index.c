@@ -1,6 +1,7 @@
 /* api_index.c: discovery and informational endpoints: /, /version, /apis, /apis/{group},
  * /apis/{group}/{version} (the pre-encoded APIResourceList of the current catalog, or an empty
- * list before the first relist: discovery must always answer 2xx fast), /openapi (404: the
+ * list before the first relist: discovery must always answer 2xx fast; metrics.k8s.io's
+ * document is static: nodes and pods), /openapi (404: the
  * aggregator skips it cleanly), /metrics (404 until self-metrics land). */
 #include <stdio.h>
 #include <string.h>
@@ -48,6 +49,19 @@ static void reply_encoded(struct cma_response *resp, enum cma_errc rc)
         cma_api_reply_errorf(resp, rc, "cannot encode the response");
 }
 
+/* metrics.k8s.io/v1beta1 is static (metrics-server's document): it does not depend on
+ * discovery, so it answers even before the first catalog. */
+static void resource_metrics_doc(struct cma_response *resp)
+{
+    static const char *const verbs[] = {"get", "list"};
+    static const struct cma_resource_entry entries[] = {
+        {"nodes", false, "NodeMetrics", verbs, 2},
+        {"pods", true, "PodMetrics", verbs, 2},
+    };
+    reply_encoded(resp, cma_encode_api_resource_list(CMA_GROUP_RESOURCE "/v1beta1", entries, 2,
+                                                     &resp->body, NULL));
+}
+
 static void group_version(struct cma_app *app, struct cma_catalog *cat,
                           const struct cma_route *route, struct cma_response *resp)
 {
@@ -60,6 +74,10 @@ static void group_version(struct cma_app *app, struct cma_catalog *cat,
     if (!version_ok) {
         cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
                              "the server could not find the requested resource");
+        return;
+    }
+    if (strcmp(route->group, CMA_GROUP_RESOURCE) == 0) {
+        resource_metrics_doc(resp);
         return;
     }
     size_t len = 0;

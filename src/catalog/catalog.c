@@ -33,14 +33,15 @@ struct cma_catalog_builder {
     struct entry_table custom, external;
 };
 
-#define N_DOCS 4
+#define N_DOCS 3
 
 struct cma_catalog {
     atomic_int refs;
     struct cma_restmapper *mapper;
     struct entry_table custom, external;
     int64_t built_ms;
-    char *docs[N_DOCS]; /* custom v1beta1, custom v1beta2, external v1beta1, resource v1beta1 */
+    char *docs[N_DOCS]; /* custom v1beta1, custom v1beta2, external v1beta1 (metrics.k8s.io's
+                         * document is static, in api_index.c) */
     size_t doc_len[N_DOCS];
 };
 
@@ -287,7 +288,6 @@ enum cma_errc cma_catalog_build(struct cma_catalog_builder *b, int64_t built_wal
     memset(&b->external, 0, sizeof(b->external));
     cma_catalog_builder_free(b);
     c->built_ms = built_wall_ms;
-    struct entry_table none = {0};
     enum cma_errc rc =
         encode_doc(c, 0, CMA_GROUP_CUSTOM "/v1beta1", &c->custom, "MetricValueList", reterr);
     if (rc == CMA_OK)
@@ -295,8 +295,6 @@ enum cma_errc cma_catalog_build(struct cma_catalog_builder *b, int64_t built_wal
     if (rc == CMA_OK)
         rc = encode_doc(c, 2, CMA_GROUP_EXTERNAL "/v1beta1", &c->external,
                         "ExternalMetricValueList", reterr);
-    if (rc == CMA_OK)
-        rc = encode_doc(c, 3, CMA_GROUP_RESOURCE "/v1beta1", &none, "", reterr);
     if (rc != CMA_OK) {
         cma_catalog_unref(c);
         return rc;
@@ -362,8 +360,6 @@ const char *cma_catalog_discovery_doc(const struct cma_catalog *c, const char *g
         slot = 1;
     else if (strcmp(group, CMA_GROUP_EXTERNAL) == 0 && strcmp(version, "v1beta1") == 0)
         slot = 2;
-    else if (strcmp(group, CMA_GROUP_RESOURCE) == 0 && strcmp(version, "v1beta1") == 0)
-        slot = 3;
     if (slot < 0)
         return NULL;
     *ret_len = c->doc_len[slot];

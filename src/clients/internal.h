@@ -151,6 +151,17 @@ enum cma_errc cma_kube_parse_resource_list(const char *body, size_t len, const c
 enum cma_errc cma_kube_parse_name_page(const char *body, size_t len, char ***names, size_t *n,
                                        size_t *cap, char **ret_continue, struct cma_err *reterr);
 
+/* One LIST page of objects (full objects or PartialObjectMetadataList): appends an object per
+ * item to *objs (growing *n, *cap) and returns metadata.continue (NULL when absent or "").
+ * On failure the items of this page are freed and *n is what it was. */
+enum cma_errc cma_kube_parse_object_page(const char *body, size_t len,
+                                         struct cma_kube_object **objs, size_t *n, size_t *cap,
+                                         char **ret_continue, struct cma_err *reterr);
+
+/* RFC 3339 time as metav1.Time accepts it ("2026-11-21T21:39:06Z", fractions, ±HH:MM
+ * offsets) → unix ms. false when malformed. */
+bool cma_kube_parse_time(const char *s, int64_t *ret_ms);
+
 /* The `message` of a metav1.Status body, else the body as a one-line snippet (at most 200
  * bytes), into out. */
 void cma_kube_status_message(const char *body, size_t len, char *out, size_t out_len);

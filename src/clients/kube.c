@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cma/buf.h"
 #include "cma/clock.h"
@@ -869,8 +870,8 @@ enum cma_errc cma_kube_discover(struct cma_kube *k, struct cma_api_resources **r
 /* ---- LIST names -------------------------------------------------------------------------- */
 
 static enum cma_errc list_path(const char *group, const char *version, const char *resource,
-                               const char *ns, const char *selector, const char *cont,
-                               struct cma_buf *path)
+                               const char *ns, const char *selector, const char *field_selector,
+                               const char *cont, struct cma_buf *path)
 {
     enum cma_errc rc;
     if (group && group[0]) {
@@ -899,6 +900,13 @@ static enum cma_errc list_path(const char *group, const char *version, const cha
         rc = cma_buf_appends(path, "labelSelector=");
         if (rc == CMA_OK)
             rc = cma_clients_urlencode(path, selector, strlen(selector), true);
+        if (rc == CMA_OK)
+            rc = cma_buf_appendc(path, '&');
+    }
+    if (rc == CMA_OK && field_selector && field_selector[0]) {
+        rc = cma_buf_appends(path, "fieldSelector=");
+        if (rc == CMA_OK)
+            rc = cma_clients_urlencode(path, field_selector, strlen(field_selector), true);
         if (rc == CMA_OK)
             rc = cma_buf_appendc(path, '&');
     }
@@ -939,7 +947,7 @@ enum cma_errc cma_kube_list_names(struct cma_kube *k, const char *group, const c
         }
         struct cma_buf path, body;
         cma_buf_init(&path, 0);
-        if (list_path(group, version, resource, namespace_, label_selector, cont, &path) !=
+        if (list_path(group, version, resource, namespace_, label_selector, NULL, cont, &path) !=
             CMA_OK) {
             cma_buf_done(&path);
             rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
@@ -981,6 +989,260 @@ enum cma_errc cma_kube_list_names(struct cma_kube *k, const char *group, const c
             return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     }
     *ret_names = names;
+    *ret_n = n;
+    return CMA_OK;
+}
+
+/* ---- LIST objects ------------------------------------------------------------------------ */
+
+void cma_kube_objects_free(struct cma_kube_object *objs, size_t n)
+{
+    if (!objs)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        struct cma_kube_object *o = &objs[i];
+        free(o->name);
+        free(o->namespace_);
+        for (size_t l = 0; l < o->n_labels; l++) {
+            free(o->label_names[l]);
+            free(o->label_values[l]);
+        }
+        free(o->label_names);
+        free(o->label_values);
+        free(o->phase);
+    }
+    free(objs);
+}
+
+static bool digits(const char *s, int n, int *ret)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *ret = v;
+    return true;
+}
+
+bool cma_kube_parse_time(const char *s, int64_t *ret_ms)
+{
+    /* RFC 3339 as metav1.Time unmarshals it: YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM) */
+    int year, mon, day, hour, min, sec;
+    if (!s || strlen(s) < 20 || !digits(s, 4, &year) || s[4] != '-' || !digits(s + 5, 2, &mon) ||
+        s[7] != '-' || !digits(s + 8, 2, &day) || (s[10] != 'T' && s[10] != 't') ||
+        !digits(s + 11, 2, &hour) || s[13] != ':' || !digits(s + 14, 2, &min) || s[16] != ':' ||
+        !digits(s + 17, 2, &sec))
+        return false;
+    if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60)
+        return false;
+    const char *p = s + 19;
+    int64_t frac_ms = 0;
+    if (*p == '.') {
+        int scale = 100, n = 0;
+        for (p++; *p >= '0' && *p <= '9'; p++, n++) {
+            frac_ms += (*p - '0') * scale;
+            scale /= 10;
+        }
+        if (n == 0)
+            return false;
+    }
+    int64_t offset_s = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om;
+        if (!digits(p + 1, 2, &oh) || p[3] != ':' || !digits(p + 4, 2, &om) || oh > 23 || om > 59)
+            return false;
+        offset_s = (int64_t)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
+        p += 6;
+    } else {
+        return false;
+    }
+    if (*p)
+        return false;
+    struct tm tm = {.tm_year = year - 1900,
+                    .tm_mon = mon - 1,
+                    .tm_mday = day,
+                    .tm_hour = hour,
+                    .tm_min = min,
+                    .tm_sec = sec};
+    time_t t = timegm(&tm);
+    *ret_ms = ((int64_t)t - offset_s) * 1000 + frac_ms;
+    return true;
+}
+
+/* Fills o from one list item (metadata.name required; the rest optional). */
+static enum cma_errc fill_object(const json_t *item, size_t index, struct cma_kube_object *o,
+                                 struct cma_err *reterr)
+{
+    const json_t *meta = json_object_get(item, "metadata");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    if (!name)
+        return cma_err_set(reterr, CMA_ERR_KUBE_ERROR,
+                           BAD_JSON "items[%zu].metadata.name is missing", index);
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    const char *phase =
+        json_string_value(json_object_get(json_object_get(item, "status"), "phase"));
+    const char *created = json_string_value(json_object_get(meta, "creationTimestamp"));
+    const json_t *labels = json_object_get(meta, "labels");
+    if (!(o->name = cma_strdup(name)) || (ns && ns[0] && !(o->namespace_ = cma_strdup(ns))) ||
+        (phase && !(o->phase = cma_strdup(phase))))
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    if (created && !cma_kube_parse_time(created, &o->creation_ms))
+        return cma_err_set(reterr, CMA_ERR_KUBE_ERROR,
+                           BAD_JSON
+                           "items[%zu].metadata.creationTimestamp \"%.40s\" is not RFC 3339",
+                           index, created);
+    if (labels && !json_is_object(labels) && !json_is_null(labels))
+        return cma_err_set(reterr, CMA_ERR_KUBE_ERROR,
+                           BAD_JSON "items[%zu].metadata.labels is not an object", index);
+    size_t n_labels = json_object_size(labels);
+    if (n_labels) {
+        o->label_names = calloc(n_labels, sizeof(*o->label_names));
+        o->label_values = calloc(n_labels, sizeof(*o->label_values));
+        if (!o->label_names || !o->label_values)
+            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        const char *key;
+        const json_t *value;
+        json_object_foreach((json_t *)labels, key, value)
+        {
+            const char *v = json_string_value(value);
+            if (!v)
+                return cma_err_set(reterr, CMA_ERR_KUBE_ERROR,
+                                   BAD_JSON "items[%zu].metadata.labels[%s] is not a string", index,
+                                   key);
+            size_t l = o->n_labels;
+            o->label_names[l] = cma_strdup(key);
+            o->label_values[l] = cma_strdup(v);
+            if (o->label_names[l] || o->label_values[l])
+                o->n_labels++; /* counted as soon as one is owned, so the free path sees it */
+            if (!o->label_names[l] || !o->label_values[l])
+                return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        }
+    }
+    return CMA_OK;
+}
+
+enum cma_errc cma_kube_parse_object_page(const char *body, size_t len,
+                                         struct cma_kube_object **objs, size_t *n, size_t *cap,
+                                         char **ret_continue, struct cma_err *reterr)
+{
+    *ret_continue = NULL;
+    json_t *root = load_json(body, len, reterr);
+    if (!root)
+        return CMA_ERR_KUBE_ERROR;
+    const json_t *items = json_object_get(root, "items");
+    if (items && !json_is_array(items) && !json_is_null(items)) {
+        json_decref(root);
+        return cma_err_set(reterr, CMA_ERR_KUBE_ERROR, BAD_JSON "items is not a list");
+    }
+    size_t count = json_array_size(items);
+    if (*n + count > *cap) {
+        size_t want = *cap ? *cap : 16;
+        while (want < *n + count)
+            want *= 2;
+        struct cma_kube_object *grown = realloc(*objs, want * sizeof(**objs));
+        if (!grown) {
+            json_decref(root);
+            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        }
+        *objs = grown;
+        *cap = want;
+    }
+    enum cma_errc rc = CMA_OK;
+    size_t start = *n;
+    for (size_t i = 0; i < count && rc == CMA_OK; i++) {
+        struct cma_kube_object *o = &(*objs)[*n];
+        memset(o, 0, sizeof(*o));
+        (*n)++; /* owned from here on: freed below on failure */
+        rc = fill_object(json_array_get(items, i), i, o, reterr);
+    }
+    const char *cont =
+        json_string_value(json_object_get(json_object_get(root, "metadata"), "continue"));
+    if (rc == CMA_OK && cont && cont[0] && !(*ret_continue = cma_strdup(cont)))
+        rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    json_decref(root);
+    if (rc != CMA_OK) {
+        /* free the items of this page only; earlier pages stay */
+        for (size_t i = start; i < *n; i++) {
+            struct cma_kube_object *o = &(*objs)[i];
+            free(o->name);
+            free(o->namespace_);
+            for (size_t l = 0; l < o->n_labels; l++) {
+                free(o->label_names[l]);
+                free(o->label_values[l]);
+            }
+            free(o->label_names);
+            free(o->label_values);
+            free(o->phase);
+        }
+        *n = start;
+    }
+    return rc;
+}
+
+enum cma_errc cma_kube_list_objects(struct cma_kube *k, const char *group, const char *version,
+                                    const char *resource, const char *namespace_,
+                                    const char *label_selector, const char *field_selector,
+                                    struct cma_kube_object **ret, size_t *ret_n,
+                                    struct cma_err *reterr)
+{
+    if (!version || !version[0] || !resource || !resource[0])
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "LIST needs a version and a resource");
+    struct cma_kube_object *objs = NULL;
+    size_t n = 0, cap = 0;
+    char *cont = NULL;
+    bool restarted = false;
+    enum cma_errc rc = CMA_OK;
+    for (size_t page = 0;; page++) {
+        if (page >= LIST_MAX_PAGES) {
+            rc = cma_err_set(reterr, CMA_ERR_KUBE_ERROR, "LIST of %s goes on past %d pages",
+                             resource, LIST_MAX_PAGES);
+            break;
+        }
+        struct cma_buf path, body;
+        cma_buf_init(&path, 0);
+        if (list_path(group, version, resource, namespace_, label_selector, field_selector, cont,
+                      &path) != CMA_OK) {
+            cma_buf_done(&path);
+            rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+            break;
+        }
+        long status = 0;
+        rc = kube_get(k, cma_buf_str(&path), ACCEPT_METADATA, &body, &status, reterr);
+        if (rc == CMA_OK && status == 410 && cont && !restarted) {
+            /* The continue token expired: start over once, from the first page. */
+            restarted = true;
+            free(cont);
+            cont = NULL;
+            cma_kube_objects_free(objs, n);
+            objs = NULL;
+            n = cap = 0;
+            cma_buf_done(&body);
+            cma_buf_done(&path);
+            continue;
+        }
+        if (rc == CMA_OK && (status < 200 || status >= 300))
+            rc = status_error(status, cma_buf_str(&path), &body, reterr);
+        free(cont);
+        cont = NULL;
+        if (rc == CMA_OK)
+            rc = cma_kube_parse_object_page(body.ptr, body.len, &objs, &n, &cap, &cont, reterr);
+        cma_buf_done(&body);
+        cma_buf_done(&path);
+        if (rc != CMA_OK || !cont)
+            break;
+    }
+    free(cont);
+    if (rc != CMA_OK) {
+        cma_kube_objects_free(objs, n);
+        return rc;
+    }
+    if (!objs && !(objs = calloc(1, sizeof(*objs))))
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    *ret = objs;
     *ret_n = n;
     return CMA_OK;
 }

@@ -1,6 +1,7 @@
 /* encode.c: every JSON response body the adapter sends (MetricValueList v1beta1/v1beta2,
- * ExternalMetricValueList, APIResourceList, APIGroup, APIGroupList, Status, version.Info),
- * appended as compact JSON plus "\n" to a caller-owned cma_buf.
+ * ExternalMetricValueList, PodMetrics/NodeMetrics and their lists, APIResourceList, APIGroup,
+ * APIGroupList, Status, version.Info), appended as compact JSON plus "\n" to a caller-owned
+ * cma_buf.
  *
  * DESIGN
  * - JSON is written by hand with a small sticky-error writer instead of building jansson trees:
@@ -26,6 +27,7 @@
 #include "cma/clock.h"
 #include "cma/quantity.h"
 #include "cma/selector.h"
+#include "cma/str.h"
 
 /* Earliest and latest sample times printed: metav1.Time needs a 4-digit year. */
 #define MIN_TIMESTAMP_MS INT64_C(-30610224000000) /* 1000-01-01T00:00:00Z */
@@ -556,6 +558,251 @@ enum cma_errc cma_encode_external_metric_value_list(const struct cma_external_me
     puts_(&w, "]}");
     free(order);
     return jw_finish(&w, reterr);
+}
+
+/* ---- metrics.k8s.io ----------------------------------------------------------------------- */
+
+static void put_quantity_fmt(struct jw *w, int64_t milli, enum cma_quantity_format format)
+{
+    char q[CMA_QUANTITY_MAX_LEN];
+    size_t n = cma_quantity_format_milli(milli, format, q);
+    put(w, "\"", 1);
+    put(w, q, n);
+    put(w, "\"", 1);
+}
+
+/* v1.ResourceList is a Go map: keys in byte order, so cpu before memory. */
+static void put_usage(struct jw *w, const struct cma_resource_usage *u)
+{
+    put_key(w, false, "usage");
+    puts_(w, "{\"cpu\":");
+    put_quantity_fmt(w, u->cpu_milli, CMA_QUANTITY_DECIMAL_SI);
+    puts_(w, ",\"memory\":");
+    put_quantity_fmt(w, u->memory_milli, CMA_QUANTITY_BINARY_SI);
+    put(w, "}", 1);
+}
+
+/* ObjectMeta in Go field order: name, namespace, creationTimestamp, labels. */
+static void put_object_meta(struct jw *w, const struct cma_metrics_object_meta *m, size_t *order)
+{
+    put_key(w, false, "metadata");
+    put(w, "{", 1);
+    put_key(w, false, "name");
+    put_str(w, m->name);
+    if (!is_empty(m->namespace_)) {
+        put_key(w, true, "namespace");
+        put_str(w, m->namespace_);
+    }
+    put_key(w, true, "creationTimestamp");
+    put_timestamp(w, m->creation_ms);
+    if (m->n_labels > 0 && order) { /* order holds max n_labels (checked before writing) */
+        put_key(w, true, "labels");
+        put(w, "{", 1);
+        sort_labels(order, m->n_labels, m->label_names);
+        bool first = true;
+        for (size_t k = 0; k < m->n_labels; k++) {
+            size_t i = order[k];
+            const char *name = m->label_names[i] ? m->label_names[i] : "";
+            if (k + 1 < m->n_labels) {
+                const char *next = m->label_names[order[k + 1]];
+                if (strcmp(name, next ? next : "") == 0)
+                    continue; /* a repeated name keeps its last value, as a Go map would */
+            }
+            if (!first)
+                put(w, ",", 1);
+            first = false;
+            put_str(w, name);
+            put(w, ":", 1);
+            put_str(w, m->label_values[i]);
+        }
+        put(w, "}", 1);
+    }
+    put(w, "}", 1);
+}
+
+/* "timestamp" and "window" (metav1.Duration: Go's Duration.String()). */
+static void put_time_window(struct jw *w, int64_t timestamp_ms, int64_t window_ms)
+{
+    char window[64];
+    put_key(w, true, "timestamp");
+    put_timestamp(w, timestamp_ms);
+    put_key(w, true, "window");
+    put_str(w, cma_duration_format(window_ms, window, sizeof(window)));
+}
+
+/* Checks what every metrics object needs before anything is written; sets *max_labels. */
+static enum cma_errc check_meta(const struct cma_metrics_object_meta *m, int64_t timestamp_ms,
+                                size_t *max_labels, struct cma_err *reterr)
+{
+    if (check_timestamp(timestamp_ms, reterr) != CMA_OK ||
+        check_timestamp(m->creation_ms, reterr) != CMA_OK)
+        return CMA_ERR_BACKEND_RESPONSE;
+    if (m->n_labels > 0 && (!m->label_names || !m->label_values)) {
+        cma_err_set(reterr, CMA_ERR_INTERNAL, "metrics object %s has no label arrays",
+                    m->name ? m->name : "");
+        return CMA_ERR_INTERNAL;
+    }
+    if (m->n_labels > *max_labels)
+        *max_labels = m->n_labels;
+    return CMA_OK;
+}
+
+static enum cma_errc alloc_order(size_t max_labels, size_t **ret, struct cma_err *reterr)
+{
+    *ret = NULL;
+    if (max_labels && !(*ret = calloc(max_labels, sizeof(**ret)))) {
+        cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        return CMA_ERR_NOMEM;
+    }
+    return CMA_OK;
+}
+
+static void put_pod_metrics_body(struct jw *w, const struct cma_pod_metrics *p, size_t *order)
+{
+    put_object_meta(w, &p->meta, order);
+    put_time_window(w, p->timestamp_ms, p->window_ms);
+    put_key(w, true, "containers");
+    put(w, "[", 1);
+    for (size_t c = 0; c < p->n_containers; c++) {
+        if (c)
+            put(w, ",", 1);
+        put(w, "{", 1);
+        put_key(w, false, "name");
+        put_str(w, p->containers[c].name);
+        put(w, ",", 1);
+        put_usage(w, &p->containers[c].usage);
+        put(w, "}", 1);
+    }
+    put(w, "]", 1);
+}
+
+static enum cma_errc check_pods(const struct cma_pod_metrics *items, size_t n, size_t *max_labels,
+                                struct cma_err *reterr)
+{
+    if (n > 0 && !items) {
+        cma_err_set(reterr, CMA_ERR_INTERNAL, "pod metrics list without items");
+        return CMA_ERR_INTERNAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        enum cma_errc rc = check_meta(&items[i].meta, items[i].timestamp_ms, max_labels, reterr);
+        if (rc != CMA_OK)
+            return rc;
+        if (items[i].n_containers > 0 && !items[i].containers) {
+            cma_err_set(reterr, CMA_ERR_INTERNAL, "pod metrics item %zu has no containers", i);
+            return CMA_ERR_INTERNAL;
+        }
+    }
+    return CMA_OK;
+}
+
+static enum cma_errc encode_pods(const struct cma_pod_metrics *items, size_t n, bool single,
+                                 struct cma_buf *out, struct cma_err *reterr)
+{
+    size_t max_labels = 0;
+    struct cma_err local;
+    cma_err_clear(&local);
+    enum cma_errc rc = check_pods(items, n, &max_labels, &local);
+    size_t *order = NULL;
+    if (rc == CMA_OK)
+        rc = alloc_order(max_labels, &order, &local);
+    if (rc != CMA_OK) {
+        cma_err_copy(reterr, &local);
+        return rc;
+    }
+    struct jw w;
+    jw_init(&w, out);
+    if (single) {
+        puts_(&w, "{\"kind\":\"PodMetrics\",\"apiVersion\":\"metrics.k8s.io/v1beta1\",");
+        put_pod_metrics_body(&w, items, order);
+        put(&w, "}", 1);
+    } else {
+        puts_(&w, "{\"kind\":\"PodMetricsList\",\"apiVersion\":\"metrics.k8s.io/v1beta1\","
+                  "\"metadata\":{},\"items\":[");
+        for (size_t i = 0; i < n && w.rc == CMA_OK; i++) {
+            put(&w, i ? ",{" : "{", 1 + (i > 0));
+            put_pod_metrics_body(&w, &items[i], order);
+            put(&w, "}", 1);
+        }
+        puts_(&w, "]}");
+    }
+    free(order);
+    return jw_finish(&w, reterr);
+}
+
+enum cma_errc cma_encode_pod_metrics_list(const struct cma_pod_metrics *items, size_t n,
+                                          struct cma_buf *out, struct cma_err *reterr)
+{
+    return encode_pods(items, n, false, out, reterr);
+}
+
+enum cma_errc cma_encode_pod_metrics(const struct cma_pod_metrics *item, struct cma_buf *out,
+                                     struct cma_err *reterr)
+{
+    if (!item)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "no pod metrics to encode");
+    return encode_pods(item, 1, true, out, reterr);
+}
+
+static void put_node_metrics_body(struct jw *w, const struct cma_node_metrics *m, size_t *order)
+{
+    put_object_meta(w, &m->meta, order);
+    put_time_window(w, m->timestamp_ms, m->window_ms);
+    put(w, ",", 1);
+    put_usage(w, &m->usage);
+}
+
+static enum cma_errc encode_nodes(const struct cma_node_metrics *items, size_t n, bool single,
+                                  struct cma_buf *out, struct cma_err *reterr)
+{
+    struct cma_err local;
+    cma_err_clear(&local);
+    enum cma_errc rc = CMA_OK;
+    size_t max_labels = 0;
+    if (n > 0 && !items) { /* rc set apart: the analyzer cannot see cma_err_set's result */
+        cma_err_set(&local, CMA_ERR_INTERNAL, "node metrics list without items");
+        rc = CMA_ERR_INTERNAL;
+    }
+    for (size_t i = 0; rc == CMA_OK && i < n; i++)
+        rc = check_meta(&items[i].meta, items[i].timestamp_ms, &max_labels, &local);
+    size_t *order = NULL;
+    if (rc == CMA_OK)
+        rc = alloc_order(max_labels, &order, &local);
+    if (rc != CMA_OK) {
+        cma_err_copy(reterr, &local);
+        return rc;
+    }
+    struct jw w;
+    jw_init(&w, out);
+    if (single) {
+        puts_(&w, "{\"kind\":\"NodeMetrics\",\"apiVersion\":\"metrics.k8s.io/v1beta1\",");
+        put_node_metrics_body(&w, items, order);
+        put(&w, "}", 1);
+    } else {
+        puts_(&w, "{\"kind\":\"NodeMetricsList\",\"apiVersion\":\"metrics.k8s.io/v1beta1\","
+                  "\"metadata\":{},\"items\":[");
+        for (size_t i = 0; i < n && w.rc == CMA_OK; i++) {
+            put(&w, i ? ",{" : "{", 1 + (i > 0));
+            put_node_metrics_body(&w, &items[i], order);
+            put(&w, "}", 1);
+        }
+        puts_(&w, "]}");
+    }
+    free(order);
+    return jw_finish(&w, reterr);
+}
+
+enum cma_errc cma_encode_node_metrics_list(const struct cma_node_metrics *items, size_t n,
+                                           struct cma_buf *out, struct cma_err *reterr)
+{
+    return encode_nodes(items, n, false, out, reterr);
+}
+
+enum cma_errc cma_encode_node_metrics(const struct cma_node_metrics *item, struct cma_buf *out,
+                                      struct cma_err *reterr)
+{
+    if (!item)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "no node metrics to encode");
+    return encode_nodes(item, 1, true, out, reterr);
 }
 
 /* ---- discovery ---------------------------------------------------------------------------- */

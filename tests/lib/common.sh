@@ -782,3 +782,56 @@ ext_items() {
   printf '%s' "$1" | jq -r --arg k "${2:-pod}" '.items[] | "\(.metricLabels[$k] // "-") \(.value)"' |
     LC_ALL=C sort
 }
+
+# --- metrics.k8s.io: resource metrics data and the `kubectl top` test front ------------------------
+
+# gen_resource [GEN_RESOURCE_FLAGS...]: generates the synthetic cAdvisor/kubelet resource metrics
+# into $CMA_TMP/resource and exports RES_DIR (resource.om, pods.json, expected.json).
+gen_resource() {
+  RES_DIR="$CMA_TMP/resource"
+  python3 "$CMA_LIB/gen_resource.py" "$RES_DIR" "$@" || return 1
+  export RES_DIR
+}
+
+# start_test_front EXTRA_PODS_JSON ADAPTER_URL: a second fake kube-apiserver that plays
+# kube-aggregator for metrics.k8s.io (fake_kube_apiserver.py --proxy-metrics ADAPTER_URL: lists
+# the group, proxies /apis/metrics.k8s.io/v1beta1/... to the adapter, nodes with capacity and
+# allocatable), for the real `kubectl top`. Exports FRONT_URL, FRONT_KUBECONFIG (bearer token
+# fake-admin), FRONT_REQUEST_LOG, FRONT_PID, FRONT_LOG; the KUBE_* variables of an earlier
+# start_fake_kube keep pointing at that one.
+start_test_front() {
+  local extra=$1 target=$2 rc v
+  local saved_names=(KUBE_URL KUBE_KUBECONFIG KUBE_REQUEST_LOG KUBE_CA KUBE_PID KUBE_LOG)
+  local saved_values=() saved_set=()
+  for v in "${saved_names[@]}"; do
+    saved_values+=("${!v-}")
+    if [ -n "${!v+x}" ]; then saved_set+=(1); else saved_set+=(0); fi
+  done
+  start_fake_kube "$extra" --proxy-metrics "$target"
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    export FRONT_URL=$KUBE_URL FRONT_KUBECONFIG=$KUBE_KUBECONFIG \
+      FRONT_REQUEST_LOG=$KUBE_REQUEST_LOG FRONT_PID=$KUBE_PID FRONT_LOG=$KUBE_LOG
+  fi
+  for v in "${!saved_names[@]}"; do
+    if [ "${saved_set[$v]}" = 1 ]; then
+      export "${saved_names[$v]}=${saved_values[$v]}"
+    else
+      unset "${saved_names[$v]}"
+    fi
+  done
+  return $rc
+}
+
+# front_kubectl ARGS...: the real kubectl against the test front (own discovery cache dir).
+front_kubectl() {
+  kubectl --kubeconfig "$FRONT_KUBECONFIG" --cache-dir "$CMA_TMP/kubectl-cache" "$@"
+}
+
+# res_expected JQ_EXPR: jq -r JQ_EXPR over $RES_DIR/expected.json.
+res_expected() { jq -r "$1" "$RES_DIR/expected.json"; }
+
+# adapter_log_lines: how many lines the adapter log has now (mark a point, then adapter_log_after).
+adapter_log_lines() { wc -l <"$ADAPTER_LOG" 2>/dev/null || echo 0; }
+# adapter_log_after N: the adapter log after its first N lines.
+adapter_log_after() { tail -n "+$(($1 + 1))" "$ADAPTER_LOG" 2>/dev/null; }

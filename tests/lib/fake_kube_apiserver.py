@@ -7,10 +7,20 @@ Three things are synthesised and say so where they are built: Node objects (no n
 namespaces other than `ml` (cloned from the recorded `ml` Namespace), and empty lists of resource
 types that the recorded discovery lists but that hold no objects here.
 
+Test front for `kubectl top` (--proxy-metrics ADAPTER_URL): the fake then also plays kube-aggregator
+for metrics.k8s.io, as if the APIService v1beta1.metrics.k8s.io pointed at the adapter with
+insecureSkipTLSVerify: /apis lists metrics.k8s.io/v1beta1 (synthesised entry, after the recorded
+groups, as groupPriorityMinimum 100 sorts it), /apis/metrics.k8s.io is answered from that entry (the
+aggregator answers APIGroup documents itself), every /apis/metrics.k8s.io/v1beta1[/...] request is
+proxied to the adapter over TLS the way the aggregator proxies (query re-encoded with sorted keys,
+the client's Authorization dropped, X-Remote-User/X-Remote-Group added, 503 "service unavailable"
+text/plain when the adapter cannot be reached), and Node objects carry status.capacity and
+status.allocatable (synthesised, so that `kubectl top node` can compute its percentages).
+
 Usage:
   fake_kube_apiserver.py --cert CRT --key KEY [--port 0] [--port-file F] [--request-log LOG.jsonl]
                          [--extra-pods PODS.json] [--fixtures DIR] [--token fake-admin]
-                         [--with-v1beta2] [--expire-continue]
+                         [--with-v1beta2] [--expire-continue] [--proxy-metrics ADAPTER_URL]
 
 Fixtures: --fixtures, else $CMA_FIXTURES, else <repo>/../shared/fixtures/kube-apiserver.
 
@@ -49,9 +59,11 @@ import ssl
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 PF_HEADERS = [
     ("X-Kubernetes-Pf-Flowschema-Uid", "fdf98aa4-cb78-4e56-bc03-e976e4621360"),
@@ -74,6 +86,21 @@ RECORDED_GROUP_VERSIONS = {
     "apiregistration.k8s.io/v1": "discovery-apis-apiregistration.k8s.io-v1.json",
     "custom.metrics.k8s.io/v1beta1": "discovery-apis-custom.metrics.k8s.io-v1beta1.json",
 }
+
+
+# --proxy-metrics: the group kube-aggregator lists for APIService v1beta1.metrics.k8s.io, and the
+# identity it forwards for the fake's one user (the token user of a kubeadm admin kubeconfig).
+METRICS_GROUP = {"name": "metrics.k8s.io",
+                 "versions": [{"groupVersion": "metrics.k8s.io/v1beta1", "version": "v1beta1"}],
+                 "preferredVersion": {"groupVersion": "metrics.k8s.io/v1beta1", "version": "v1beta1"}}
+PROXY_USER = "kubernetes-admin"
+PROXY_GROUPS = ["kubeadm:cluster-admins", "system:authenticated"]
+# SYNTHESISED node resources (--proxy-metrics): a 4-core, 16 GiB machine with the kubelet's usual
+# reservations taken off for allocatable.
+NODE_CAPACITY = {"cpu": "4", "ephemeral-storage": "104845292Ki", "hugepages-2Mi": "0",
+                 "memory": "16Gi", "pods": "110"}
+NODE_ALLOCATABLE = {"cpu": "3800m", "ephemeral-storage": "96625420948", "hugepages-2Mi": "0",
+                    "memory": "15Gi", "pods": "110"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,7 +426,8 @@ def field_selector_matches(terms, obj):
 # The cluster state: recorded objects plus clones
 
 class Cluster:
-    def __init__(self, fixtures, extra_pods):
+    def __init__(self, fixtures, extra_pods, node_resources=False):
+        self.node_resources = node_resources
         recorded = fixtures.json("pods-ml-all-running.json")
         self.pods = [copy.deepcopy(p) for p in recorded["items"]]
         self.rv = max(int(p["metadata"]["resourceVersion"]) for p in self.pods)
@@ -462,6 +490,10 @@ class Cluster:
                     "kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name,
                     "kubernetes.io/os": "linux", "nvidia.com/gpu.present": "true"}.items())),
             }, "spec": {}, "status": {}})
+            if self.node_resources:
+                # SYNTHESISED (--proxy-metrics): capacity and allocatable for `kubectl top node`.
+                nodes[-1]["status"] = {"capacity": dict(NODE_CAPACITY),
+                                       "allocatable": dict(NODE_ALLOCATABLE)}
         return nodes
 
     def _namespaces(self, fixtures):
@@ -597,13 +629,17 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class App:
-    def __init__(self, fixtures, cluster, token, with_v1beta2, expire_continue):
+    def __init__(self, fixtures, cluster, token, with_v1beta2, expire_continue, proxy_metrics=None):
+        self.proxy_metrics = proxy_metrics.rstrip("/") if proxy_metrics else None
         self.fx = fixtures
         self.cluster = cluster
         self.token = token
         self.with_v1beta2 = with_v1beta2
         self.expire_continue = expire_continue
         self.apis = fixtures.json("discovery-apis-with-v1beta2.json" if with_v1beta2 else "discovery-apis.json")
+        if self.proxy_metrics:
+            # SYNTHESISED (--proxy-metrics): the APIService's group, listed after the recorded ones.
+            self.apis["groups"].append(copy.deepcopy(METRICS_GROUP))
         self.api_v1 = fixtures.json("discovery-api-v1.json")
         self.group_versions = dict(RECORDED_GROUP_VERSIONS)
         if with_v1beta2:
@@ -676,8 +712,14 @@ class App:
         if path == "/api/v1":
             return Response(200, self.fx.raw("discovery-api-v1.json"))
         if path == "/apis":
+            if self.proxy_metrics:
+                return self.json_response(self.apis)
             name = "discovery-apis-with-v1beta2.json" if self.with_v1beta2 else "discovery-apis.json"
             return Response(200, self.fx.raw(name))
+        if self.proxy_metrics and len(parts) >= 3 and parts[:2] == ["apis", "metrics.k8s.io"]:
+            if parts[2] != "v1beta1":
+                return self.not_found()
+            return self.proxy(url, headers)
         if len(parts) == 2 and parts[0] == "apis":
             return self.api_group(parts[1])
         if len(parts) == 3 and parts[0] == "apis":
@@ -690,6 +732,40 @@ class App:
         if len(parts) > 3 and parts[0] == "apis" and (parts[1] + "/" + parts[2]) in self.group_versions:
             return self.resource_request(parts[1], parts[2], parts[3:], params, headers)
         return self.not_found()
+
+    def proxy(self, url, headers):
+        """Forwards a metrics.k8s.io request to the adapter as kube-aggregator does (reference
+        kubernetes-metrics-api.md 6.2): same path, query re-encoded (sorted keys, QueryEscape), the
+        client's Authorization dropped, identity headers added, TLS not verified
+        (insecureSkipTLSVerify). Discovery (/apis/<g>/<v>) gets 5 s, other requests 60 s."""
+        params = parse_qs(url.query, keep_blank_values=True)
+        query = urlencode(sorted((k, v) for k, values in params.items() for v in values))
+        target = self.proxy_metrics + url.path + ("?" + query if query else "")
+        request = urllib.request.Request(target, method="GET")
+        for name in ("Accept", "User-Agent", "Audit-Id"):
+            if headers.get(name) is not None:
+                request.add_header(name, headers[name])
+        request.add_header("X-Remote-User", PROXY_USER)
+        # urllib keeps one value per header name; the aggregator sends one line per group, which
+        # receivers join like this.
+        request.add_header("X-Remote-Group", ",".join(PROXY_GROUPS))
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        timeout = 5 if url.path.rstrip("/").count("/") == 3 else 60
+        try:
+            with urllib.request.urlopen(request, timeout=timeout, context=context) as answer:
+                status, body, ctype = answer.status, answer.read(), answer.headers.get("Content-Type")
+        except urllib.error.HTTPError as e:
+            status, body, ctype = e.code, e.read(), e.headers.get("Content-Type")
+        except (urllib.error.URLError, OSError) as e:
+            sys.stderr.write("fake_kube_apiserver: proxy to %s failed: %r\n" % (target, e))
+            return Response(503, b"service unavailable\n",
+                            [("Cache-Control", "no-cache, private"),
+                             ("Content-Type", "text/plain; charset=utf-8"),
+                             ("X-Content-Type-Options", "nosniff")])
+        return Response(status, body, [("Cache-Control", "no-cache, private"),
+                                       ("Content-Type", ctype or "application/json")])
 
     def api_group(self, group):
         if group == "custom.metrics.k8s.io":
@@ -887,6 +963,9 @@ def main(argv):
                         help="serve discovery as recorded after v1beta2.custom.metrics.k8s.io was added")
     parser.add_argument("--expire-continue", action="store_true",
                         help="answer every continue token with the recorded-style 410 Expired")
+    parser.add_argument("--proxy-metrics", metavar="ADAPTER_URL",
+                        help="test front for kubectl top: serve metrics.k8s.io by proxying to the "
+                             "adapter at this https URL, and give nodes capacity/allocatable")
     args = parser.parse_args(argv)
 
     extra = []
@@ -896,7 +975,9 @@ def main(argv):
         if not isinstance(extra, list):
             raise SystemExit("fake_kube_apiserver: %s must hold a JSON array" % args.extra_pods)
     fixtures = Fixtures(args.fixtures)
-    app = App(fixtures, Cluster(fixtures, extra), args.token, args.with_v1beta2, args.expire_continue)
+    cluster = Cluster(fixtures, extra, node_resources=bool(args.proxy_metrics))
+    app = App(fixtures, cluster, args.token, args.with_v1beta2, args.expire_continue,
+              args.proxy_metrics)
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2

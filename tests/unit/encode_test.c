@@ -697,6 +697,273 @@ static void test_cma_encode_version__fields_in_go_order(void **state)
     cma_buf_done(&b);
 }
 
+/* ---- PodMetrics / NodeMetrics ------------------------------------------------------------- */
+
+/* The example of kubernetes-metrics-api.md section 3, with a milli cpu value. */
+static void test_cma_encode_pod_metrics_list__reference_shape(void **state)
+{
+    (void)state;
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    const char *names[] = {"app"};
+    const char *values[] = {"web"};
+    struct cma_container_metrics c = {"web", {.cpu_milli = 123, .memory_milli = 12056LL * 1024000}};
+    struct cma_pod_metrics p = {
+        .meta = {.name = "web-1",
+                 .namespace_ = "default",
+                 .creation_ms = T_2026_07_30_120000 + 5000,
+                 .label_names = names,
+                 .label_values = values,
+                 .n_labels = 1},
+        .timestamp_ms = T_2026_07_30_120000,
+        .window_ms = 15012,
+        .containers = &c,
+        .n_containers = 1,
+    };
+    assert_int_equal(cma_encode_pod_metrics_list(&p, 1, &b, NULL), CMA_OK);
+    assert_body(&b, "{\"kind\":\"PodMetricsList\",\"apiVersion\":\"metrics.k8s.io/v1beta1\","
+                    "\"metadata\":{},\"items\":[{\"metadata\":{\"name\":\"web-1\",\"namespace\":"
+                    "\"default\",\"creationTimestamp\":\"2026-07-30T12:00:05Z\",\"labels\":{"
+                    "\"app\":\"web\"}},\"timestamp\":\"2026-07-30T12:00:00Z\",\"window\":"
+                    "\"15.012s\",\"containers\":[{\"name\":\"web\",\"usage\":{\"cpu\":\"123m\","
+                    "\"memory\":\"12056Ki\"}}]}]}");
+    cma_buf_done(&b);
+}
+
+/* Two pods, labels sorted as a Go map (a repeated key keeps the last value), no labels →
+ * no "labels" key, containers in the given order, quantities canonical: cpu DecimalSI, memory
+ * BinarySI only when exactly divisible. */
+static void test_cma_encode_pod_metrics_list__labels_containers_quantities(void **state)
+{
+    (void)state;
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    const char *names[] = {"tier", "app", "tier"};
+    const char *values[] = {"x", "bert", "inference"};
+    struct cma_container_metrics c1[] = {
+        {"a", {.cpu_milli = 1500, .memory_milli = 34LL * 1048576 * 1000}},
+        {"b", {.cpu_milli = 0, .memory_milli = 0}},
+    };
+    struct cma_container_metrics c2[] = {
+        {"server", {.cpu_milli = 2000000, .memory_milli = 1000000000}}, /* 1000000 bytes */
+    };
+    struct cma_pod_metrics p[] = {
+        {.meta = {.name = "bert-0",
+                  .namespace_ = "ml",
+                  .creation_ms = T_2026_07_30_120000,
+                  .label_names = names,
+                  .label_values = values,
+                  .n_labels = 3},
+         .timestamp_ms = T_2026_07_30_120000,
+         .window_ms = 300000,
+         .containers = c1,
+         .n_containers = 2},
+        {.meta = {.name = "x", .namespace_ = "vision", .creation_ms = T_2026_07_30_120000},
+         .timestamp_ms = T_2026_07_30_120000 - 61000,
+         .window_ms = 90000,
+         .containers = c2,
+         .n_containers = 1},
+    };
+    assert_int_equal(cma_encode_pod_metrics_list(p, 2, &b, NULL), CMA_OK);
+    assert_body(&b, "{\"kind\":\"PodMetricsList\",\"apiVersion\":\"metrics.k8s.io/v1beta1\","
+                    "\"metadata\":{},\"items\":[{\"metadata\":{\"name\":\"bert-0\",\"namespace\":"
+                    "\"ml\",\"creationTimestamp\":\"2026-07-30T12:00:00Z\",\"labels\":{\"app\":"
+                    "\"bert\",\"tier\":\"inference\"}},\"timestamp\":\"2026-07-30T12:00:00Z\","
+                    "\"window\":\"5m0s\",\"containers\":[{\"name\":\"a\",\"usage\":{\"cpu\":"
+                    "\"1500m\",\"memory\":\"34Mi\"}},{\"name\":\"b\",\"usage\":{\"cpu\":\"0\","
+                    "\"memory\":\"0\"}}]},{\"metadata\":{\"name\":\"x\",\"namespace\":\"vision\","
+                    "\"creationTimestamp\":\"2026-07-30T12:00:00Z\"},\"timestamp\":"
+                    "\"2026-07-30T11:58:59Z\",\"window\":\"1m30s\",\"containers\":[{\"name\":"
+                    "\"server\",\"usage\":{\"cpu\":\"2k\",\"memory\":\"1000000\"}}]}]}");
+    cma_buf_done(&b);
+}
+
+static void test_cma_encode_pod_metrics__single_object_with_kind(void **state)
+{
+    (void)state;
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    struct cma_container_metrics c = {"server", {.cpu_milli = 12, .memory_milli = 1536000}};
+    struct cma_pod_metrics p = {
+        .meta = {.name = "bert-1", .namespace_ = "ml", .creation_ms = T_2026_07_30_120000},
+        .timestamp_ms = T_2026_07_30_120000,
+        .window_ms = 300000,
+        .containers = &c,
+        .n_containers = 1,
+    };
+    assert_int_equal(cma_encode_pod_metrics(&p, &b, NULL), CMA_OK);
+    assert_body(&b, "{\"kind\":\"PodMetrics\",\"apiVersion\":\"metrics.k8s.io/v1beta1\","
+                    "\"metadata\":{\"name\":\"bert-1\",\"namespace\":\"ml\",\"creationTimestamp\":"
+                    "\"2026-07-30T12:00:00Z\"},\"timestamp\":\"2026-07-30T12:00:00Z\",\"window\":"
+                    "\"5m0s\",\"containers\":[{\"name\":\"server\",\"usage\":{\"cpu\":\"12m\","
+                    "\"memory\":\"1536\"}}]}");
+    assert_int_equal(cma_encode_pod_metrics(NULL, &b, NULL), CMA_ERR_INTERNAL);
+    cma_buf_done(&b);
+}
+
+static void test_cma_encode_pod_metrics_list__empty_items(void **state)
+{
+    (void)state;
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    assert_int_equal(cma_encode_pod_metrics_list(NULL, 0, &b, NULL), CMA_OK);
+    assert_body(&b, "{\"kind\":\"PodMetricsList\",\"apiVersion\":\"metrics.k8s.io/v1beta1\","
+                    "\"metadata\":{},\"items\":[]}");
+    cma_buf_clear(&b);
+    assert_int_equal(cma_encode_node_metrics_list(NULL, 0, &b, NULL), CMA_OK);
+    assert_body(&b, "{\"kind\":\"NodeMetricsList\",\"apiVersion\":\"metrics.k8s.io/v1beta1\","
+                    "\"metadata\":{},\"items\":[]}");
+    cma_buf_done(&b);
+}
+
+/* Bad input leaves the buffer as it was and says why. */
+static void test_cma_encode_pod_metrics_list__bad_timestamp_and_items(void **state)
+{
+    (void)state;
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    assert_int_equal(cma_buf_appends(&b, "keep"), CMA_OK);
+    struct cma_pod_metrics p = {
+        .meta = {.name = "p", .namespace_ = "ns", .creation_ms = T_2026_07_30_120000},
+        .timestamp_ms = INT64_MAX,
+    };
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_encode_pod_metrics_list(&p, 1, &b, &err), CMA_ERR_BACKEND_RESPONSE);
+    assert_non_null(strstr(err.msg, "timestamp"));
+    assert_string_equal(cma_buf_str(&b), "keep");
+    p.timestamp_ms = T_2026_07_30_120000;
+    p.n_containers = 1; /* but no array */
+    cma_err_clear(&err);
+    assert_int_equal(cma_encode_pod_metrics_list(&p, 1, &b, &err), CMA_ERR_INTERNAL);
+    assert_non_null(strstr(err.msg, "no containers"));
+    p.n_containers = 0;
+    p.meta.n_labels = 2; /* but no arrays */
+    assert_int_equal(cma_encode_pod_metrics_list(&p, 1, &b, NULL), CMA_ERR_INTERNAL);
+    assert_int_equal(cma_encode_pod_metrics_list(NULL, 1, &b, NULL), CMA_ERR_INTERNAL);
+    assert_string_equal(cma_buf_str(&b), "keep");
+    cma_buf_done(&b);
+}
+
+static void test_cma_encode_pod_metrics_list__over_ceiling(void **state)
+{
+    (void)state;
+    struct cma_buf b;
+    cma_buf_init(&b, 120);
+    struct cma_container_metrics c = {"server", {.cpu_milli = 1, .memory_milli = 1}};
+    struct cma_pod_metrics p = {
+        .meta = {.name = "p", .namespace_ = "ns", .creation_ms = T_2026_07_30_120000},
+        .timestamp_ms = T_2026_07_30_120000,
+        .containers = &c,
+        .n_containers = 1,
+    };
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_encode_pod_metrics_list(&p, 1, &b, &err), CMA_ERR_TOO_LARGE);
+    assert_int_equal(b.len, 0);
+    cma_buf_done(&b);
+}
+
+/* Hostile label values stay valid JSON and decode back (jansson as the oracle). */
+static void test_cma_encode_pod_metrics_list__escaped_labels_decode(void **state)
+{
+    (void)state;
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    const char *names[] = {"a\"b", "<x>"};
+    const char *values[] = {"line\nbreak", "\xff"};
+    struct cma_container_metrics c = {"c\\1", {.cpu_milli = -5, .memory_milli = 2048000}};
+    struct cma_pod_metrics p = {
+        .meta = {.name = "p&q",
+                 .namespace_ = "ns",
+                 .creation_ms = T_2026_07_30_120000,
+                 .label_names = names,
+                 .label_values = values,
+                 .n_labels = 2},
+        .timestamp_ms = T_2026_07_30_120000,
+        .window_ms = 60000,
+        .containers = &c,
+        .n_containers = 1,
+    };
+    assert_int_equal(cma_encode_pod_metrics_list(&p, 1, &b, NULL), CMA_OK);
+    json_t *j = decode(&b);
+    json_t *item = json_array_get(json_object_get(j, "items"), 0);
+    json_t *meta = json_object_get(item, "metadata");
+    assert_string_equal(json_string_value(json_object_get(meta, "name")), "p&q");
+    json_t *labels = json_object_get(meta, "labels");
+    assert_string_equal(json_string_value(json_object_get(labels, "a\"b")), "line\nbreak");
+    assert_string_equal(json_string_value(json_object_get(labels, "<x>")), "\xef\xbf\xbd");
+    json_t *c0 = json_array_get(json_object_get(item, "containers"), 0);
+    assert_string_equal(json_string_value(json_object_get(c0, "name")), "c\\1");
+    json_t *usage = json_object_get(c0, "usage");
+    assert_string_equal(json_string_value(json_object_get(usage, "cpu")), "-5m");
+    assert_string_equal(json_string_value(json_object_get(usage, "memory")), "2Ki");
+    assert_string_equal(json_string_value(json_object_get(item, "window")), "1m0s");
+    json_decref(j);
+    cma_buf_done(&b);
+}
+
+static void test_cma_encode_node_metrics_list__usage_and_order(void **state)
+{
+    (void)state;
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    const char *names[] = {"kubernetes.io/hostname", "kubernetes.io/arch"};
+    const char *values[] = {"gpu-node-1", "amd64"};
+    struct cma_node_metrics n[] = {
+        {.meta = {.name = "gpu-node-1",
+                  .creation_ms = T_2026_07_30_120000,
+                  .label_names = names,
+                  .label_values = values,
+                  .n_labels = 2},
+         .timestamp_ms = T_2026_07_30_120000,
+         .window_ms = 300000,
+         .usage = {.cpu_milli = 1250, .memory_milli = 8LL * 1073741824 * 1000}},
+        {.meta = {.name = "gpu-node-2", .namespace_ = "", .creation_ms = T_2026_07_30_120000},
+         .timestamp_ms = T_2026_07_30_120000,
+         .window_ms = 300000,
+         .usage = {.cpu_milli = 3000, .memory_milli = 1500}},
+    };
+    assert_int_equal(cma_encode_node_metrics_list(n, 2, &b, NULL), CMA_OK);
+    assert_body(&b, "{\"kind\":\"NodeMetricsList\",\"apiVersion\":\"metrics.k8s.io/v1beta1\","
+                    "\"metadata\":{},\"items\":[{\"metadata\":{\"name\":\"gpu-node-1\","
+                    "\"creationTimestamp\":\"2026-07-30T12:00:00Z\",\"labels\":{"
+                    "\"kubernetes.io/arch\":\"amd64\",\"kubernetes.io/hostname\":\"gpu-node-1\"}},"
+                    "\"timestamp\":\"2026-07-30T12:00:00Z\",\"window\":\"5m0s\",\"usage\":{"
+                    "\"cpu\":\"1250m\",\"memory\":\"8Gi\"}},{\"metadata\":{\"name\":\"gpu-node-2\","
+                    "\"creationTimestamp\":\"2026-07-30T12:00:00Z\"},\"timestamp\":"
+                    "\"2026-07-30T12:00:00Z\",\"window\":\"5m0s\",\"usage\":{\"cpu\":\"3\","
+                    "\"memory\":\"1500m\"}}]}");
+    cma_buf_done(&b);
+}
+
+static void test_cma_encode_node_metrics__single_object_and_errors(void **state)
+{
+    (void)state;
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    struct cma_node_metrics n = {
+        .meta = {.name = "n1", .creation_ms = T_2026_07_30_120000},
+        .timestamp_ms = T_2026_07_30_120000,
+        .window_ms = 0,
+        .usage = {.cpu_milli = 100, .memory_milli = 1024000},
+    };
+    assert_int_equal(cma_encode_node_metrics(&n, &b, NULL), CMA_OK);
+    assert_body(&b, "{\"kind\":\"NodeMetrics\",\"apiVersion\":\"metrics.k8s.io/v1beta1\","
+                    "\"metadata\":{\"name\":\"n1\",\"creationTimestamp\":"
+                    "\"2026-07-30T12:00:00Z\"},\"timestamp\":\"2026-07-30T12:00:00Z\",\"window\":"
+                    "\"0s\",\"usage\":{\"cpu\":\"100m\",\"memory\":\"1Ki\"}}");
+    cma_buf_clear(&b);
+    n.meta.creation_ms = INT64_MIN;
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_encode_node_metrics(&n, &b, &err), CMA_ERR_BACKEND_RESPONSE);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(cma_encode_node_metrics(NULL, &b, NULL), CMA_ERR_INTERNAL);
+    assert_int_equal(cma_encode_node_metrics_list(NULL, 2, &b, NULL), CMA_ERR_INTERNAL);
+    cma_buf_done(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -729,6 +996,15 @@ int main(void)
         cmocka_unit_test(test_cma_encode_status_from_err__uses_error_table),
         cmocka_unit_test(test_cma_encode_status_from_err__unset_error_is_internal),
         cmocka_unit_test(test_cma_encode_version__fields_in_go_order),
+        cmocka_unit_test(test_cma_encode_pod_metrics_list__reference_shape),
+        cmocka_unit_test(test_cma_encode_pod_metrics_list__labels_containers_quantities),
+        cmocka_unit_test(test_cma_encode_pod_metrics__single_object_with_kind),
+        cmocka_unit_test(test_cma_encode_pod_metrics_list__empty_items),
+        cmocka_unit_test(test_cma_encode_pod_metrics_list__bad_timestamp_and_items),
+        cmocka_unit_test(test_cma_encode_pod_metrics_list__over_ceiling),
+        cmocka_unit_test(test_cma_encode_pod_metrics_list__escaped_labels_decode),
+        cmocka_unit_test(test_cma_encode_node_metrics_list__usage_and_order),
+        cmocka_unit_test(test_cma_encode_node_metrics__single_object_and_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,13 +1,18 @@
 /* kube_test.c: the pure parts of the kube-apiserver client fed with real recorded bodies
  * (../shared/fixtures/kube-apiserver): discovery documents, LIST pages, Status messages; and
  * kubeconfig / in-cluster settings, base64. The HTTP side runs in prom_client_test.c, which has
- * the in-process HTTP server. */
+ * the in-process HTTP server; cma_kube_list_objects has its own small one-connection-at-a-time
+ * server here (canned answers in order, request targets recorded). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -563,6 +568,319 @@ static void test_cma_kube_new_from_conn__server_checks(void **state)
     cma_api_resources_free(NULL);
 }
 
+/* ---- LIST objects ------------------------------------------------------------------------ */
+
+#define T_2026_11_21_213906 INT64_C(1795297146000)
+
+static const char *label_of(const struct cma_kube_object *o, const char *name)
+{
+    for (size_t i = 0; i < o->n_labels; i++)
+        if (strcmp(o->label_names[i], name) == 0)
+            return o->label_values[i];
+    return NULL;
+}
+
+static void test_cma_kube_parse_object_page__full_pods_fixture(void **state)
+{
+    (void)state;
+    size_t len;
+    char *body = read_fixture("pods-ml-all-running.json", &len);
+    struct cma_kube_object *objs = NULL;
+    size_t n = 0, cap = 0;
+    char *cont = NULL;
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_kube_parse_object_page(body, len, &objs, &n, &cap, &cont, &err), CMA_OK);
+    assert_null(cont);
+    assert_int_equal(n, 4);
+    const char *want[] = {"bert-0", "bert-1", "bert-2", "other-0"};
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(objs[i].name, want[i]);
+        assert_string_equal(objs[i].namespace_, "ml");
+        assert_string_equal(objs[i].phase, "Running");
+        assert_int_equal(objs[i].creation_ms, T_2026_11_21_213906);
+        assert_int_equal(objs[i].n_labels, 2);
+        assert_string_equal(label_of(&objs[i], "tier"), "inference");
+    }
+    assert_string_equal(label_of(&objs[0], "app"), "bert");
+    assert_string_equal(label_of(&objs[3], "app"), "other");
+    cma_kube_objects_free(objs, n);
+    free(body);
+}
+
+/* What the adapter asks for: PartialObjectMetadataList has no status, so no phase. */
+static void test_cma_kube_parse_object_page__partial_object_metadata(void **state)
+{
+    (void)state;
+    size_t len;
+    char *body = read_fixture("pods-all-bert-metadata.json", &len);
+    struct cma_kube_object *objs = NULL;
+    size_t n = 0, cap = 0;
+    char *cont = NULL;
+    assert_int_equal(cma_kube_parse_object_page(body, len, &objs, &n, &cap, &cont, NULL), CMA_OK);
+    assert_int_equal(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        assert_null(objs[i].phase);
+        assert_string_equal(objs[i].namespace_, "ml");
+        assert_string_equal(label_of(&objs[i], "app"), "bert");
+        assert_int_equal(objs[i].creation_ms, T_2026_11_21_213906);
+    }
+    assert_string_equal(objs[2].name, "bert-2");
+    cma_kube_objects_free(objs, n);
+    free(body);
+}
+
+static void test_cma_kube_parse_object_page__pages_and_continue(void **state)
+{
+    (void)state;
+    size_t len;
+    char *page1 = read_fixture("pods-all-bert-limit2-page1.json", &len);
+    struct cma_kube_object *objs = NULL;
+    size_t n = 0, cap = 0;
+    char *cont = NULL;
+    assert_int_equal(cma_kube_parse_object_page(page1, len, &objs, &n, &cap, &cont, NULL), CMA_OK);
+    assert_int_equal(n, 2);
+    assert_non_null(cont);
+    assert_memory_equal(cont, "eyJ2IjoibWV0YS5rOHMuaW8vdjEi", 28);
+    free(cont);
+    free(page1);
+    char *page2 = read_fixture("pods-all-bert-limit2-page2.json", &len);
+    assert_int_equal(cma_kube_parse_object_page(page2, len, &objs, &n, &cap, &cont, NULL), CMA_OK);
+    assert_null(cont);
+    assert_int_equal(n, 3);
+    assert_string_equal(objs[0].name, "bert-0");
+    assert_string_equal(objs[2].name, "bert-2");
+    cma_kube_objects_free(objs, n);
+    free(page2);
+}
+
+/* Cluster-scoped objects, no labels, no creationTimestamp; then malformed pages leave the list
+ * as it was. */
+static void test_cma_kube_parse_object_page__nodes_and_bad_items(void **state)
+{
+    (void)state;
+    struct cma_kube_object *objs = NULL;
+    size_t n = 0, cap = 0;
+    char *cont = NULL;
+    const char *ok = "{\"kind\":\"PartialObjectMetadataList\",\"items\":[{\"metadata\":{\"name\":"
+                     "\"n1\",\"labels\":null}},{\"metadata\":{\"name\":\"n2\",\"namespace\":\"\","
+                     "\"creationTimestamp\":\"2026-11-21T21:39:06.5+02:30\"}}]}";
+    assert_int_equal(cma_kube_parse_object_page(ok, strlen(ok), &objs, &n, &cap, &cont, NULL),
+                     CMA_OK);
+    assert_int_equal(n, 2);
+    assert_null(objs[0].namespace_);
+    assert_null(objs[1].namespace_);
+    assert_int_equal(objs[0].n_labels, 0);
+    assert_int_equal(objs[0].creation_ms, 0);
+    assert_int_equal(objs[1].creation_ms, T_2026_11_21_213906 - 9000000 + 500);
+    const char *bad[] = {
+        "{\"items\":[{\"metadata\":{\"name\":\"a\"}},{\"metadata\":{}}]}",
+        "{\"items\":[{\"metadata\":{\"name\":\"a\",\"labels\":[]}}]}",
+        "{\"items\":[{\"metadata\":{\"name\":\"a\",\"labels\":{\"x\":1}}}]}",
+        "{\"items\":[{\"metadata\":{\"name\":\"a\",\"creationTimestamp\":\"yesterday\"}}]}",
+        "{\"items\":{}}",
+        "[]",
+        "{",
+    };
+    const char *why[] = {"items[1].metadata.name is missing",
+                         "labels is not an object",
+                         "labels[x] is not a string",
+                         "not RFC 3339",
+                         "items is not a list",
+                         "not an object",
+                         "unexpected JSON"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct cma_err err;
+        cma_err_clear(&err);
+        assert_int_equal(
+            cma_kube_parse_object_page(bad[i], strlen(bad[i]), &objs, &n, &cap, &cont, &err),
+            CMA_ERR_KUBE_ERROR);
+        if (!strstr(err.msg, why[i]))
+            fail_msg("case %zu: %s", i, err.msg);
+        assert_int_equal(n, 2);
+        assert_null(cont);
+    }
+    assert_string_equal(objs[1].name, "n2");
+    cma_kube_objects_free(objs, n);
+    cma_kube_objects_free(NULL, 0);
+}
+
+static void test_cma_kube_parse_time__forms(void **state)
+{
+    (void)state;
+    int64_t ms = -1;
+    assert_true(cma_kube_parse_time("2026-11-21T21:39:06Z", &ms));
+    assert_int_equal(ms, T_2026_11_21_213906);
+    assert_true(cma_kube_parse_time("2026-11-21T21:39:06.123456789Z", &ms));
+    assert_int_equal(ms, T_2026_11_21_213906 + 123);
+    assert_true(cma_kube_parse_time("2026-11-21T22:39:06+01:00", &ms));
+    assert_int_equal(ms, T_2026_11_21_213906);
+    assert_true(cma_kube_parse_time("2026-11-21t19:39:06-01:00", &ms));
+    assert_int_equal(ms, T_2026_11_21_213906 - 3600000);
+    assert_true(cma_kube_parse_time("1970-01-01T00:00:00Z", &ms));
+    assert_int_equal(ms, 0);
+    const char *bad[] = {"",
+                         "2026-11-21",
+                         "2026-11-21T21:39:06",
+                         "2026-13-21T21:39:06Z",
+                         "2026-11-21T21:39:06.Z",
+                         "2026-11-21T21:39:06Zjunk",
+                         "2026-11-21T21:39:06+0100",
+                         "2026/11/21T21:39:06Z",
+                         "2026-11-21T25:39:06Z"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ms = 42;
+        if (cma_kube_parse_time(bad[i], &ms))
+            fail_msg("accepted \"%s\"", bad[i]);
+        assert_int_equal(ms, 42);
+    }
+    assert_false(cma_kube_parse_time(NULL, &ms));
+}
+
+/* A plain-HTTP server that answers canned bodies in order, one connection at a time. */
+struct list_server {
+    int fd;
+    int port;
+    pthread_t thread;
+    const char *const *bodies;
+    const int *statuses;
+    size_t n;
+    char targets[4][1024];
+};
+
+static void *list_serve(void *arg)
+{
+    struct list_server *s = arg;
+    for (size_t i = 0; i < s->n; i++) {
+        int c = accept(s->fd, NULL, NULL);
+        if (c < 0)
+            return NULL;
+        char req[8192];
+        size_t len = 0;
+        while (len < sizeof(req) - 1) {
+            ssize_t r = recv(c, req + len, sizeof(req) - 1 - len, 0);
+            if (r <= 0)
+                break;
+            len += (size_t)r;
+            req[len] = '\0';
+            if (strstr(req, "\r\n\r\n"))
+                break;
+        }
+        req[len] = '\0';
+        const char *sp = strchr(req, ' ');
+        if (sp && i < 4)
+            snprintf(s->targets[i], sizeof(s->targets[i]), "%.*s", (int)strcspn(sp + 1, " "),
+                     sp + 1);
+        char head[256];
+        int hn = snprintf(head, sizeof(head),
+                          "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: "
+                          "%zu\r\nConnection: close\r\n\r\n",
+                          s->statuses[i], strlen(s->bodies[i]));
+        if (send(c, head, (size_t)hn, MSG_NOSIGNAL) < 0 ||
+            send(c, s->bodies[i], strlen(s->bodies[i]), MSG_NOSIGNAL) < 0)
+            fprintf(stderr, "list_serve: send failed\n");
+        shutdown(c, SHUT_RDWR);
+        close(c);
+    }
+    return NULL;
+}
+
+static void list_server_start(struct list_server *s)
+{
+    s->fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(s->fd >= 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(s->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    assert_int_equal(listen(s->fd, 4), 0);
+    socklen_t alen = sizeof(addr);
+    assert_int_equal(getsockname(s->fd, (struct sockaddr *)&addr, &alen), 0);
+    s->port = ntohs(addr.sin_port);
+    assert_int_equal(pthread_create(&s->thread, NULL, list_serve, s), 0);
+}
+
+static struct cma_kube *list_server_client(const struct list_server *s)
+{
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", s->port);
+    struct cma_kube_conn conn = {.server = url, .token = "t"};
+    struct cma_kube *k = NULL;
+    assert_int_equal(cma_kube_new_from_conn(&conn, 5000, &k, NULL), CMA_OK);
+    return k;
+}
+
+static void test_cma_kube_list_objects__selectors_and_pages(void **state)
+{
+    (void)state;
+    size_t l1, l2;
+    char *page1 = read_fixture("pods-all-bert-limit2-page1.json", &l1);
+    char *page2 = read_fixture("pods-all-bert-limit2-page2.json", &l2);
+    const char *bodies[] = {page1, page2};
+    const int statuses[] = {200, 200};
+    struct list_server s = {.bodies = bodies, .statuses = statuses, .n = 2};
+    list_server_start(&s);
+    struct cma_kube *k = list_server_client(&s);
+    struct cma_kube_object *objs = NULL;
+    size_t n = 0;
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_kube_list_objects(k, "", "v1", "pods", NULL, "app in (bert)",
+                                           "status.phase=Running,metadata.namespace=ml", &objs, &n,
+                                           &err),
+                     CMA_OK);
+    pthread_join(s.thread, NULL);
+    close(s.fd);
+    assert_int_equal(n, 3);
+    assert_string_equal(objs[1].name, "bert-1");
+    assert_string_equal(objs[2].phase, "Running");
+    assert_string_equal(s.targets[0], "/api/v1/pods?labelSelector=app+in+%28bert%29&fieldSelector="
+                                      "status.phase%3DRunning%2Cmetadata.namespace%3Dml&limit=500");
+    assert_non_null(strstr(s.targets[1], "&limit=500&continue=eyJ2Ijoi"));
+    cma_kube_objects_free(objs, n);
+    cma_kube_free(k);
+    free(page1);
+    free(page2);
+}
+
+static void test_cma_kube_list_objects__empty_list_and_errors(void **state)
+{
+    (void)state;
+    const char *bodies[] = {
+        "{\"kind\":\"PartialObjectMetadataList\",\"metadata\":{},\"items\":[]}",
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":"
+        "\"field label not supported: spec.x\",\"reason\":\"BadRequest\",\"code\":400}\n",
+    };
+    const int statuses[] = {200, 400};
+    struct list_server s = {.bodies = bodies, .statuses = statuses, .n = 2};
+    list_server_start(&s);
+    struct cma_kube *k = list_server_client(&s);
+    struct cma_kube_object *objs = NULL;
+    size_t n = 7;
+    assert_int_equal(cma_kube_list_objects(k, NULL, "v1", "nodes", "", NULL, "", &objs, &n, NULL),
+                     CMA_OK);
+    assert_int_equal(n, 0);
+    assert_non_null(objs); /* an empty array, never NULL on success */
+    cma_kube_objects_free(objs, n);
+    struct cma_err err;
+    cma_err_clear(&err);
+    objs = NULL;
+    assert_int_equal(
+        cma_kube_list_objects(k, "", "v1", "pods", "ml", NULL, "spec.x=1", &objs, &n, &err),
+        CMA_ERR_KUBE_ERROR);
+    assert_null(objs);
+    assert_non_null(strstr(err.msg, "HTTP 400"));
+    assert_non_null(strstr(err.msg, "field label not supported: spec.x"));
+    pthread_join(s.thread, NULL);
+    close(s.fd);
+    assert_string_equal(s.targets[0], "/api/v1/nodes?limit=500");
+    assert_string_equal(s.targets[1],
+                        "/api/v1/namespaces/ml/pods?fieldSelector=spec.x%3D1&limit=500");
+    cma_err_clear(&err);
+    assert_int_equal(cma_kube_list_objects(k, "", "", "pods", NULL, NULL, NULL, &objs, &n, &err),
+                     CMA_ERR_INTERNAL);
+    cma_kube_free(k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -575,6 +893,13 @@ int main(void)
         cmocka_unit_test(test_cma_kube_parse_name_page__pages_and_continue),
         cmocka_unit_test(test_cma_kube_parse_name_page__partial_object_metadata),
         cmocka_unit_test(test_cma_kube_parse_name_page__bad_items_leave_list_unchanged),
+        cmocka_unit_test(test_cma_kube_parse_object_page__full_pods_fixture),
+        cmocka_unit_test(test_cma_kube_parse_object_page__partial_object_metadata),
+        cmocka_unit_test(test_cma_kube_parse_object_page__pages_and_continue),
+        cmocka_unit_test(test_cma_kube_parse_object_page__nodes_and_bad_items),
+        cmocka_unit_test(test_cma_kube_parse_time__forms),
+        cmocka_unit_test(test_cma_kube_list_objects__selectors_and_pages),
+        cmocka_unit_test(test_cma_kube_list_objects__empty_list_and_errors),
         cmocka_unit_test(test_cma_kube_status_message__fixtures),
         cmocka_unit_test(test_cma_clients_base64_decode__cases),
         cmocka_unit_test(test_cma_kubeconfig_parse__current_context),
