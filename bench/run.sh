@@ -43,6 +43,9 @@ RESULTS=$CMA_TMP/results
 mkdir -p "$RESULTS" "$CACHE"
 
 say() { cma_log "bench: $*"; }
+BENCH_POLLER=""
+# shellcheck disable=SC2016 # expanded when the hook runs
+cma_on_exit '[ -n "$BENCH_POLLER" ] && kill "$BENCH_POLLER" 2>/dev/null'
 
 # --- tools and the binary ---------------------------------------------------------------------
 
@@ -62,12 +65,12 @@ done
 
 if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
   say "building the release adapter in build-bench/"
-  cmake -S "$ROOT" -B "$ROOT/build-bench" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-    cmake --build "$ROOT/build-bench" --target custom-metrics-adapter -j2 >"$CMA_TMP/build.log" 2>&1 || {
+  if ! cmake -S "$ROOT" -B "$ROOT/build-bench" -DCMAKE_BUILD_TYPE=Release >"$CMA_TMP/build.log" 2>&1 ||
+    ! cmake --build "$ROOT/build-bench" --target custom-metrics-adapter -j2 >>"$CMA_TMP/build.log" 2>&1; then
     say "build failed:"
     tail -n 30 "$CMA_TMP/build.log" >&2
     exit 1
-  }
+  fi
   BIN=$ROOT/build-bench/custom-metrics-adapter
 else
   BIN=${CMA_BIN:-$ROOT/build-bench/custom-metrics-adapter}
@@ -112,7 +115,6 @@ say "machine: $(jq -r '"\(.nproc) x \(.cpu), load \(.loadavg_start)"' "$RESULTS/
 
 # rss_json PID: {"rss_kb", "hwm_kb", "anon_kb", "file_kb", "shmem_kb"} of PID now (null if gone).
 rss_json() {
-  local r
   "${CLIENT[@]}" rss --pid "$1" || {
     echo null
     return 1
@@ -205,6 +207,8 @@ bench_adapter() {
     "${CLIENT[@]}" wait-discovery --port "$port" --expect "$expect" --t0-file "$t0file" \
       --timeout 300 --out "$OUT/$name-discovery.json" &
     poller=$!
+    # shellcheck disable=SC2034 # read by the exit hook registered at the top
+    BENCH_POLLER=$poller
     sleep 0.3 # the poller is up before the adapter starts
     printf '%s\n' "$EPOCHREALTIME" >"$t0file"
     local cmd
@@ -245,6 +249,7 @@ python3 "$ROOT/bench/gen_om.py" --kube-pods 1000 "$PODS_JSON.in" &&
     "$PODS_JSON.in" >"$PODS_JSON" || exit 1
 # The fake kube-apiserver as tests/lib/common.sh starts it, but through bench/fake_kube_nodelay.py
 # (TCP_NODELAY like Go's net/http; see that file for the 40 ms stalls it avoids).
+# shellcheck disable=SC2016 # sed script, not shell
 eval "$(declare -f start_fake_kube | sed '1s/start_fake_kube/start_fake_kube_nodelay/;
   s#"\$CMA_LIB/fake_kube_apiserver.py"#"$CMA_ROOT/bench/fake_kube_nodelay.py"#')"
 if declare -f start_fake_kube_nodelay | grep -q fake_kube_nodelay.py; then
@@ -263,6 +268,7 @@ dead_kube=$CMA_TMP/dead-kube.kubeconfig
 sed "s#server: .*#server: https://127.0.0.1:$(free_port)#" "$KUBE_KUBECONFIG" >"$dead_kube"
 idle_pids=()
 idle_kinds=()
+idle_failed=()
 for kind in prom-down all-down; do
   for i in $(seq 1 "$IDLE_RUNS"); do
     port=$(free_port)
@@ -273,17 +279,23 @@ for kind in prom-down all-down; do
     mapfile -t cmd < <(adapter_args "$port" 1m 2 "$CMA_TMP/certs-idle-$kind-$i")
     unset A_PROM_URL A_KUBECONFIG
     _cma_spawn "$CMA_TMP/idle-$kind-$i.log" "${cmd[@]}"
-    if _cma_wait_ready adapter "$_CMA_SPAWNED" "$CMA_TMP/idle-$kind-$i.log" "https://127.0.0.1:$port/healthz" -k; then
+    if _cma_wait_ready adapter "$_CMA_SPAWNED" "$CMA_TMP/idle-$kind-$i.log" "https://127.0.0.1:$port/healthz" -k 2>/dev/null; then
       idle_pids+=("$_CMA_SPAWNED")
       idle_kinds+=("$kind")
+    else
+      idle_failed+=("$(jq -n --arg kind "$kind" --arg why "$(grep -E ' E ' "$CMA_TMP/idle-$kind-$i.log" | tail -n 1 | cut -c1-300)" \
+        '{kind: $kind, started: false, why: $why}')")
     fi
   done
 done
 sleep 15
 [ ${#idle_pids[@]} -gt 0 ] && "${CLIENT[@]}" smaps --pid "${idle_pids[0]}" --out "$OUT/smaps.json"
-for idx in "${!idle_pids[@]}"; do
-  jq -n --arg kind "${idle_kinds[$idx]}" --argjson m "$(rss_json "${idle_pids[$idx]}")" '{kind: $kind} + $m'
-done | jq -s . >"$OUT/idle.json"
+{
+  for idx in "${!idle_pids[@]}"; do
+    jq -n --arg kind "${idle_kinds[$idx]}" --argjson m "$(rss_json "${idle_pids[$idx]}")" '{kind: $kind, started: true} + $m'
+  done
+  for f in "${idle_failed[@]}"; do printf '%s\n' "$f"; done
+} | jq -s . >"$OUT/idle.json"
 for p in "${idle_pids[@]}"; do cma_stop "$p" 10; done
 say "idle: $(jq -c '[.[] | .rss_kb]' "$OUT/idle.json") kB"
 
@@ -322,11 +334,34 @@ profile_adapter() {
   done
 }
 
+# avoid_block_gap PHASE_S: promtool cuts each dataset into blocks at 2-hour boundaries (UTC). With
+# samples 240 s apart, the last sample before a boundary B and the first after it are up to 240 s
+# apart and no block covers the time between them, so /api/v1/series over [now - 60 s, now] (the
+# adapter's discovery window at relist 1m) finds no series at all for a few minutes around B. If a
+# phase of PHASE_S seconds starting now would come near a boundary, wait until it is well past.
+avoid_block_gap() {
+  local phase=$1 now next prev until=0
+  now=$(date +%s)
+  next=$(((now / 7200 + 1) * 7200))
+  prev=$((next - 7200))
+  if [ "$now" -lt $((prev + 300)) ]; then
+    until=$((prev + 300))
+  elif [ $((now + phase)) -gt $((next - 240)) ]; then
+    until=$((next + 300))
+  fi
+  if [ "$until" -gt "$now" ]; then
+    say "waiting $((until - now)) s: the 2-hour TSDB block boundary at $(date -u -d "@$((until - 300))" +%H:%M) UTC would fall inside the next measurements (see avoid_block_gap)"
+    sleep $((until - now))
+  fi
+}
+
 run_dataset() {
   local name=$1 names=$2 pods=$3 expect i
   expect=$((names * 2)) # pods/<metric> and namespaces/<metric>
   OUT=$RESULTS/$name
   mkdir -p "$OUT"
+  # a phase takes about 8 minutes for 100k series and 20 for 1M (with the dataset's generation)
+  avoid_block_gap $((names >= 1000 ? 1200 : 600))
   ensure_dataset "$name" "$names" "$pods" || return 1
   start_prometheus_blocks "$CACHE/$name/blocks" || return 1
   local count

@@ -9,10 +9,12 @@
 #include <string.h>
 
 #include "cma/app.h"
+#include "cma/auth.h"
 #include "cma/catalog.h"
 #include "cma/config.h"
 #include "cma/discovery.h"
 #include "cma/kube.h"
+#include "cma/objcache.h"
 #include "cma/log.h"
 #include "cma/options.h"
 #include "cma/prom.h"
@@ -60,13 +62,38 @@ struct runtime {
     struct cma_discovery *discovery;
     struct cma_server *server;
     char *basic_password;
+    struct cma_auth *auth;
+    struct cma_kube *authn_kube, *authz_kube; /* NULL = rt->kube */
+    struct auth_lists {
+        char **v;
+        size_t n;
+    } allowed_names, user_headers, group_headers, extra_prefixes, allow_paths;
+    char client_ca_union[1024];
 };
+
+static void auth_list_free(struct auth_lists *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
 
 static void runtime_done(struct runtime *rt)
 {
     cma_server_stop(rt->server);
+    cma_auth_free(rt->auth);
+    cma_kube_free(rt->authn_kube);
+    cma_kube_free(rt->authz_kube);
+    auth_list_free(&rt->allowed_names);
+    auth_list_free(&rt->user_headers);
+    auth_list_free(&rt->group_headers);
+    auth_list_free(&rt->extra_prefixes);
+    auth_list_free(&rt->allow_paths);
     cma_discovery_stop(rt->discovery);
     cma_catalog_store_free(rt->store);
+    cma_objcache_registry_stop();
     cma_kube_free(rt->kube);
     cma_prom_free(rt->prom);
     cma_ruleset_free(rt->rules);
@@ -142,6 +169,11 @@ static int start_clients(struct runtime *rt)
     }
     cma_log_info("backend %s, kube-apiserver %s", cma_prom_url(rt->prom),
                  cma_kube_server(rt->kube));
+    /* The pod watch cache (LIST+WATCH in its own thread); other resources' on first use. */
+    if (cma_objcache_registry_start(rt->kube, &err) != CMA_OK) {
+        log_err("pod watch cache", &err);
+        return 1;
+    }
     return 0;
 }
 
@@ -172,6 +204,104 @@ static enum cma_errc self_signed(const struct cma_options *o, char *cert, size_t
     }
     free(ns);
     return cma_tls_ensure_self_signed(o->cert_dir, extra, n, cert, cert_len, key, key_len, err);
+}
+
+/* "a, b,,c" → {"a","b","c"}; false when out of memory. */
+static bool split_commas(const char *text, struct auth_lists *l)
+{
+    for (const char *p = text; p && *p;) {
+        size_t len = strcspn(p, ",");
+        const char *b = p, *e = p + len;
+        while (b < e && *b == ' ')
+            b++;
+        while (e > b && e[-1] == ' ')
+            e--;
+        if (e > b) {
+            char *item = strndup(b, (size_t)(e - b));
+            char **grown = item ? realloc(l->v, (l->n + 1) * sizeof *grown) : NULL;
+            if (!grown) {
+                free(item);
+                return false;
+            }
+            grown[l->n++] = item;
+            l->v = grown;
+        }
+        p += len + (p[len] == ',');
+    }
+    return true;
+}
+
+/* Delegated authentication/authorization (unless --insecure-disable-auth), and the union of the
+ * requestheader and client CAs written into the cert dir for the server's CertificateRequest
+ * (rt->client_ca_union, "" when there is none). */
+static int start_auth(struct runtime *rt)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    const struct cma_options *o = rt->opts;
+    rt->client_ca_union[0] = '\0';
+    if (o->insecure_disable_auth) {
+        cma_log_warn("--insecure-disable-auth: every request is served without authentication "
+                     "or authorization");
+        return 0;
+    }
+    if ((o->authentication_kubeconfig &&
+         cma_kube_new(o->authentication_kubeconfig, 10000, &rt->authn_kube, &err) != CMA_OK) ||
+        (o->authorization_kubeconfig &&
+         cma_kube_new(o->authorization_kubeconfig, 10000, &rt->authz_kube, &err) != CMA_OK)) {
+        log_err("authentication/authorization kubeconfig", &err);
+        return 1;
+    }
+    if (!split_commas(o->requestheader_allowed_names, &rt->allowed_names) ||
+        !split_commas(o->requestheader_username_headers, &rt->user_headers) ||
+        !split_commas(o->requestheader_group_headers, &rt->group_headers) ||
+        !split_commas(o->requestheader_extra_headers_prefix, &rt->extra_prefixes) ||
+        !split_commas(o->authorization_always_allow_paths, &rt->allow_paths)) {
+        cma_log_error("out of memory");
+        return 1;
+    }
+    struct cma_auth_options ao = {
+        .requestheader_client_ca_file = o->requestheader_client_ca_file,
+        .requestheader_allowed_names = rt->allowed_names.v,
+        .n_requestheader_allowed_names = rt->allowed_names.n,
+        .requestheader_username_headers = rt->user_headers.v,
+        .n_requestheader_username_headers = rt->user_headers.n,
+        .requestheader_group_headers = rt->group_headers.v,
+        .n_requestheader_group_headers = rt->group_headers.n,
+        .requestheader_extra_headers_prefix = rt->extra_prefixes.v,
+        .n_requestheader_extra_headers_prefix = rt->extra_prefixes.n,
+        .client_ca_file = o->client_ca_file,
+        .skip_lookup = o->authentication_skip_lookup,
+        .tolerate_lookup_failure = o->authentication_tolerate_lookup_failure,
+        .token_cache_ttl_ms = o->authentication_token_webhook_cache_ttl_ms,
+        .authorized_ttl_ms = o->authorization_webhook_cache_authorized_ttl_ms,
+        .unauthorized_ttl_ms = o->authorization_webhook_cache_unauthorized_ttl_ms,
+        .always_allow_paths = rt->allow_paths.v,
+        .n_always_allow_paths = rt->allow_paths.n,
+        .authn_kube = rt->authn_kube ? rt->authn_kube : rt->kube,
+        .authz_kube = rt->authz_kube ? rt->authz_kube : rt->kube,
+    };
+    if (cma_auth_new(&ao, &rt->auth, &err) != CMA_OK) {
+        log_err("delegated authentication", &err);
+        return 1;
+    }
+    char *pem = cma_auth_client_ca_pem(rt->auth);
+    if (pem && pem[0] && o->cert_dir && *o->cert_dir) {
+        snprintf(rt->client_ca_union, sizeof rt->client_ca_union, "%s/client-ca-union.crt",
+                 o->cert_dir);
+        FILE *f = fopen(rt->client_ca_union, "w");
+        bool ok = f && fputs(pem, f) >= 0;
+        if (f && fclose(f) != 0)
+            ok = false;
+        if (!ok) {
+            cma_log_warn("cannot write %s: %s; client certificates are requested without a CA "
+                         "list",
+                         rt->client_ca_union, strerror(errno));
+            rt->client_ca_union[0] = '\0';
+        }
+    }
+    free(pem);
+    return 0;
 }
 
 static int start_serving(struct runtime *rt, struct cma_app *app)
@@ -213,7 +343,10 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         key_file = key;
         cma_log_info("serving with the self-signed certificate %s", cert);
     }
+    if (start_auth(rt) != 0)
+        return 1;
     *app = (struct cma_app){
+        .auth = rt->auth,
         .opts = o,
         .rules = rt->rules,
         .prom = rt->prom,
@@ -232,6 +365,7 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         .tls_min_version = o->tls_min_version,
         .tls_cipher_suites = o->tls_cipher_suites,
         .max_connections = (unsigned)o->max_connections,
+        .client_ca_file = rt->client_ca_union[0] ? rt->client_ca_union : NULL,
     };
     if (cma_server_start(&sc, cma_app_handle, app, &rt->server, &err) != CMA_OK) {
         log_err("server", &err);

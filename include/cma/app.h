@@ -13,6 +13,7 @@ struct cma_prom;
 struct cma_kube;
 struct cma_catalog_store;
 struct cma_discovery;
+struct cma_auth;
 struct cma_request;
 struct cma_response;
 
@@ -27,6 +28,7 @@ struct cma_app {
     bool serve_external; /* externalRules non-empty */
     bool serve_resource; /* resourceRules present */
     int64_t started_wall_ms;
+    struct cma_auth *auth; /* NULL = no authentication/authorization (--insecure-disable-auth) */
 };
 
 /* cma_handler_fn for the server: `app` is a struct cma_app. Thread-safe. */

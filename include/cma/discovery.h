@@ -47,6 +47,11 @@ enum cma_errc cma_discovery_start(const struct cma_discovery_config *cfg,
 /* Wakes the thread, waits for it to finish its current step and frees everything. */
 void cma_discovery_stop(struct cma_discovery *d);
 void cma_discovery_get_status(struct cma_discovery *d, struct cma_discovery_status *ret);
+/* Asks the thread to re-read kube API discovery now (and relist against it), e.g. when a request
+ * names a resource the RESTMapper does not know: a CRD installed after start-up. Thread-safe and
+ * cheap; accepted at most once a minute (returns false, doing nothing, otherwise or when d is
+ * NULL). */
+bool cma_discovery_request_refresh(struct cma_discovery *d);
 
 /* Where a relist gets its series: the backend (cma_discovery_prom_source) or, in tests, a fake
  * that answers canned series per selector (prometheus-adapter's pkg/client/fake). */

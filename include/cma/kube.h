@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cma/buf.h"
 #include "cma/err.h"
 
 struct cma_kube;
@@ -85,5 +86,45 @@ enum cma_errc cma_kube_list_objects(struct cma_kube *k, const char *group, const
                                     struct cma_kube_object **ret, size_t *ret_n,
                                     struct cma_err *reterr);
 void cma_kube_objects_free(struct cma_kube_object *objs, size_t n);
+
+/* Raw request to the Kubernetes API (auth stage: TokenReview, SubjectAccessReview, ConfigMap).
+ * method "GET" or "POST"; for POST, body[0..body_len) is sent as application/json. CMA_OK
+ * whenever an HTTP answer came back: the status is in *ret_status and the body (initialised
+ * here; caller cma_buf_done()s) in *ret_body. Transport failures → CMA_ERR_KUBE_UNAVAILABLE. */
+enum cma_errc cma_kube_request(struct cma_kube *k, const char *method, const char *path,
+                               const char *body, size_t body_len, struct cma_buf *ret_body,
+                               long *ret_status, struct cma_err *reterr);
+
+/* ---- LIST+WATCH for watch caches (objcache.c) ---------------------------------------------- */
+
+/* Called with each LIST page's objects (full objects: status.phase is filled). A non-OK return
+ * stops the LIST and is returned. */
+typedef enum cma_errc (*cma_kube_page_fn)(void *ctx, const struct cma_kube_object *objs, size_t n,
+                                          struct cma_err *reterr);
+
+/* LIST of every object of group/version/resource (all namespaces, pages of 500), one page at a
+ * time; *ret_rv (caller frees) is the list's metadata.resourceVersion. *ret_status is the HTTP
+ * status of the failing page (410 for an expired continue token: re-list), 0 when none. */
+enum cma_errc cma_kube_list_pages(struct cma_kube *k, const char *group, const char *version,
+                                  const char *resource, cma_kube_page_fn fn, void *ctx,
+                                  char **ret_rv, long *ret_status, struct cma_err *reterr);
+
+struct cma_kube_watch_handler {
+    /* One event line (no newline, never empty). A non-OK return ends the watch with it. */
+    enum cma_errc (*on_line)(void *ctx, const char *line, size_t len, struct cma_err *reterr);
+    /* Polled about once a second and on every chunk; true ends the watch (CMA_OK). */
+    bool (*should_stop)(void *ctx);
+    void *ctx;
+};
+
+/* GET ...?watch=1&allowWatchBookmarks=true&resourceVersion=RV&timeoutSeconds=N (all
+ * namespaces), handing each event line to h->on_line as it arrives; lines are never gathered into
+ * one body (a line is at most 16 MiB). CMA_OK when the server closed the stream cleanly or
+ * should_stop said so. Non-2xx → the Status error, with the status in *ret_status (410 Gone:
+ * re-list); transport failure → CMA_ERR_KUBE_UNAVAILABLE. */
+enum cma_errc cma_kube_watch(struct cma_kube *k, const char *group, const char *version,
+                             const char *resource, const char *resource_version,
+                             int timeout_seconds, const struct cma_kube_watch_handler *h,
+                             long *ret_status, struct cma_err *reterr);
 
 #endif

@@ -49,6 +49,22 @@ struct cma_options {
     /* kube */
     char *lister_kubeconfig;       /* --lister-kubeconfig; NULL = in-cluster */
     int64_t discovery_interval_ms; /* --discovery-interval, default 10m */
+    /* delegated authentication and authorization (comma lists are split by the caller) */
+    char *requestheader_client_ca_file;          /* --requestheader-client-ca-file */
+    char *requestheader_allowed_names;           /* --requestheader-allowed-names (comma list) */
+    char *requestheader_username_headers;        /* --requestheader-username-headers */
+    char *requestheader_group_headers;           /* --requestheader-group-headers */
+    char *requestheader_extra_headers_prefix;    /* --requestheader-extra-headers-prefix */
+    char *client_ca_file;                        /* --client-ca-file */
+    char *authentication_kubeconfig;             /* --authentication-kubeconfig */
+    bool authentication_skip_lookup;             /* --authentication-skip-lookup */
+    bool authentication_tolerate_lookup_failure; /* --authentication-tolerate-lookup-failure */
+    int64_t authentication_token_webhook_cache_ttl_ms;       /* default 10s */
+    char *authorization_kubeconfig;                          /* --authorization-kubeconfig */
+    int64_t authorization_webhook_cache_authorized_ttl_ms;   /* default 10s */
+    int64_t authorization_webhook_cache_unauthorized_ttl_ms; /* default 10s */
+    char *authorization_always_allow_paths;                  /* default /healthz,/readyz,/livez */
+    bool insecure_disable_auth;                              /* --insecure-disable-auth */
     /* logging */
     int v;                     /* --v */
     bool help;                 /* --help / -h */

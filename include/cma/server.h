@@ -36,6 +36,12 @@ const char *cma_request_query(const struct cma_request *req, const char *key);
 /* A request header (case-insensitive), NULL when absent. */
 const char *cma_request_header(const struct cma_request *req, const char *name);
 
+/* Calls fn(ctx, name, value) for every request header in arrival order (repeated headers
+ * once per line) until fn returns false. */
+void cma_request_headers_each(const struct cma_request *req,
+                              bool (*fn)(void *ctx, const char *name, const char *value),
+                              void *ctx);
+
 /* Client certificate presented in this connection's TLS handshake (requested, never required,
  * never verified by the server: authenticators verify it). The DER bytes are borrowed from the
  * TLS session and stay valid until the handler returns. */
@@ -64,9 +70,10 @@ struct cma_server_config {
     const char *key_file;        /* PEM private key */
     const char *client_ca_file;  /* CAs announced in CertificateRequest; NULL → request anyway */
     const char *tls_min_version; /* "VersionTLS12" (default) or "VersionTLS13" */
-    const char *tls_cipher_suites; /* Go names, comma list; NULL = GnuTLS secure defaults */
-    unsigned max_connections;      /* 0 → 1000 */
-    unsigned connection_timeout_s; /* idle keep-alive timeout; 0 → 120 */
+    const char *tls_cipher_suites;   /* Go names, comma list; NULL = GnuTLS secure defaults */
+    unsigned max_connections;        /* 0 → 1000 */
+    unsigned connection_timeout_s;   /* idle keep-alive timeout; 0 → 120 */
+    unsigned tls_reload_interval_ms; /* how often cert_file/key_file are checked; 0 → 5000 */
 };
 
 struct cma_server;
@@ -75,6 +82,14 @@ struct cma_server;
 enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_fn handler,
                                void *app, struct cma_server **ret, struct cma_err *reterr);
 int cma_server_port(const struct cma_server *s);
+/* Serving certificate reload. A watcher thread calls this every tls_reload_interval_ms; tests
+ * may call it directly. When cert_file or key_file changed (device, inode, size or mtime) since
+ * the last check, reads both, checks that the key matches the certificate and makes the pair
+ * the one every new TLS handshake uses. CMA_OK when unchanged or reloaded; CMA_ERR_TLS (logged,
+ * the previous pair keeps serving) when the new files are not a usable pair. */
+enum cma_errc cma_server_reload_tls(struct cma_server *s, struct cma_err *reterr);
+/* How many times a new pair was swapped in since start. */
+unsigned cma_server_tls_reloads(const struct cma_server *s);
 void cma_server_stop(struct cma_server *s);
 
 #endif

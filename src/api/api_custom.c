@@ -15,6 +15,7 @@
 #include "cma/encode.h"
 #include "cma/kube.h"
 #include "cma/log.h"
+#include "cma/objcache.h"
 #include "cma/prom.h"
 #include "cma/quantity.h"
 #include "cma/query.h"
@@ -68,6 +69,16 @@ static enum cma_errc resolve_names(struct cma_app *app, struct custom_request *c
             return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
         cr->n_names = 1;
         return CMA_OK;
+    }
+    /* The watch cache answers once synced; until then (and without one) a live LIST. */
+    struct cma_objcache *cache = cma_objcache_registry_get(
+        cr->resource->group, cr->resource->version, cr->resource->resource);
+    if (cache && cma_objcache_is_synced(cache)) {
+        enum cma_errc crc = cma_objcache_list_names(cache, cr->namespace_, cr->label_selector,
+                                                    &cr->names, &cr->n_names, err);
+        if (crc != CMA_OK)
+            cma_err_prefix(err, "unable to list matching %s: ", cr->gr);
+        return crc;
     }
     struct cma_buf sel;
     cma_buf_init(&sel, 64 * 1024);
@@ -207,6 +218,8 @@ void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct c
         namespaced = false;
     } else {
         cr.resource = cma_restmapper_parse_for(mapper, route->resource);
+        if (!cr.resource) /* perhaps a CRD installed since the last discovery */
+            cma_discovery_request_refresh(app->discovery);
         cr.name = route->name;
         cr.namespace_ = route->namespace_;
         namespaced = route->namespace_ != NULL;

@@ -5,10 +5,12 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "api_internal.h"
+#include "cma/auth.h"
 #include "cma/catalog.h"
 #include "cma/encode.h"
 #include "cma/log.h"
@@ -82,6 +84,50 @@ static bool is_health(enum cma_route_kind k)
     return k == CMA_ROUTE_HEALTHZ || k == CMA_ROUTE_LIVEZ || k == CMA_ROUTE_READYZ;
 }
 
+/* Delegated authentication and authorization before anything else is looked at (kube's filter
+ * order). false when the response was written (401, 403 or 500). */
+static bool auth_gate(struct cma_app *app, const struct cma_request *req,
+                      const struct cma_route *route, struct cma_response *resp)
+{
+    if (!app->auth)
+        return true;
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_user *user = NULL;
+    enum cma_errc rc = cma_auth_authenticate(app->auth, req, &user, &err);
+    if (rc != CMA_OK) {
+        cma_log_v(2, "authentication of %s failed: %s", req->path, err.msg);
+        if (rc == CMA_ERR_UNAUTHORIZED)
+            cma_api_reply_errorf(resp, CMA_ERR_UNAUTHORIZED, "Unauthorized");
+        else
+            cma_api_reply_error(resp, &err);
+        return false;
+    }
+    struct cma_authz_attrs at;
+    cma_authz_attrs_from_route(req->path, route, &at);
+    enum cma_authz_decision decision = CMA_AUTHZ_DENY;
+    char *reason = NULL;
+    rc = cma_auth_authorize(app->auth, user, &at, &decision, &reason, &err);
+    bool pass = rc == CMA_OK && decision == CMA_AUTHZ_ALLOW;
+    if (rc != CMA_OK) {
+        cma_log_warn("authorization of %s failed: %s", req->path, err.msg);
+        resp->status = 500;
+        resp->content_type = "text/plain; charset=utf-8";
+        cma_buf_clear(&resp->body);
+        cma_buf_printf(&resp->body, "Internal Server Error: \"%s\": %s\n", req->path, err.msg);
+    } else if (!pass) {
+        cma_log_v(2, "forbidden: user %s, %s %s", user->name, at.verb, req->path);
+        resp->status = 403;
+        resp->content_type = "application/json";
+        cma_buf_clear(&resp->body);
+        if (cma_authz_forbidden_body(user, &at, reason, &resp->body) != CMA_OK)
+            cma_api_reply_errorf(resp, CMA_ERR_FORBIDDEN, "forbidden");
+    }
+    free(reason);
+    cma_user_free(user);
+    return pass;
+}
+
 void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_response *resp)
 {
     struct cma_app *app = opaque;
@@ -94,7 +140,12 @@ void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_resp
     cma_err_clear(&err);
     struct cma_route *route = NULL;
     if (cma_router_parse(req->path, &route, &err) != CMA_OK) {
-        cma_api_reply_error(resp, &err);
+        if (auth_gate(app, req, NULL, resp))
+            cma_api_reply_error(resp, &err);
+        return;
+    }
+    if (!auth_gate(app, req, route, resp)) {
+        cma_route_free(route);
         return;
     }
     if (!is_health(route->kind) && !accepts_json(cma_request_header(req, "Accept"))) {

@@ -7,7 +7,11 @@
  * evaluated once per distinct name per relist) and each label through a label cache (label →
  * resource), so a relist costs a few hash lookups per series and memory is bounded by the number
  * of distinct names and labels, not series. The caches live on the thread's stack frame for one
- * relist: no shared mutable state. The thread sleeps on a condition variable so stop is prompt. */
+ * relist: no shared mutable state. The thread sleeps on a condition variable so stop is prompt.
+ * A request for a resource the RESTMapper does not know (a CRD installed after start-up) calls
+ * cma_discovery_request_refresh(): under the same mutex it sets refresh_requested and signals the
+ * condition variable, at most once per REFRESH_MIN_GAP_MS; the thread then re-reads API discovery
+ * at once and relists against the new mapper. */
 #include "cma/discovery.h"
 
 #include <pthread.h>
@@ -281,16 +285,21 @@ enum cma_errc cma_discovery_relist(const struct cma_series_source *src,
 
 /* ---- the thread ---- */
 
+/* On-demand RESTMapper refreshes (unknown resource in a request) are at most this frequent. */
+#define REFRESH_MIN_GAP_MS 60000
+
 struct cma_discovery {
     struct cma_discovery_config cfg;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop;
+    bool refresh_requested;             /* guarded by mu */
+    int64_t last_refresh_req_ms;        /* monotonic; 0 = never; guarded by mu */
     struct cma_discovery_status status; /* guarded by mu */
 };
 
-/* Sleeps up to ms or until stop; returns true when stopping. */
+/* Sleeps up to ms or until stop or a refresh request; returns true when stopping. */
 static bool wait_or_stop(struct cma_discovery *d, int64_t ms)
 {
     struct timespec ts;
@@ -299,7 +308,7 @@ static bool wait_or_stop(struct cma_discovery *d, int64_t ms)
     ts.tv_sec += ms / 1000 + ns / 1000000000;
     ts.tv_nsec = ns % 1000000000;
     pthread_mutex_lock(&d->mu);
-    while (!d->stop)
+    while (!d->stop && !d->refresh_requested)
         if (pthread_cond_timedwait(&d->cv, &d->mu, &ts) != 0)
             break;
     bool stop = d->stop;
@@ -330,7 +339,13 @@ static void *discovery_main(void *arg)
     int64_t max_age = d->cfg.max_age_ms ? d->cfg.max_age_ms : d->cfg.relist_interval_ms;
     for (;;) {
         int64_t now = cma_clock_mono_ms();
-        if (!mapper || now >= mapper_due) {
+        pthread_mutex_lock(&d->mu);
+        bool requested = d->refresh_requested;
+        d->refresh_requested = false;
+        pthread_mutex_unlock(&d->mu);
+        if (requested)
+            cma_log_v(1, "kube API discovery: refresh requested for an unknown resource");
+        if (!mapper || now >= mapper_due || requested) {
             struct cma_restmapper *fresh = refresh_mapper(d);
             if (fresh) {
                 cma_restmapper_unref(mapper);
@@ -410,6 +425,23 @@ void cma_discovery_stop(struct cma_discovery *d)
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
     free(d);
+}
+
+bool cma_discovery_request_refresh(struct cma_discovery *d)
+{
+    if (!d)
+        return false;
+    int64_t now = cma_clock_mono_ms();
+    pthread_mutex_lock(&d->mu);
+    bool accepted =
+        d->last_refresh_req_ms == 0 || now - d->last_refresh_req_ms >= REFRESH_MIN_GAP_MS;
+    if (accepted) {
+        d->last_refresh_req_ms = now ? now : 1;
+        d->refresh_requested = true;
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return accepted;
 }
 
 void cma_discovery_get_status(struct cma_discovery *d, struct cma_discovery_status *ret)

@@ -1246,3 +1246,323 @@ enum cma_errc cma_kube_list_objects(struct cma_kube *k, const char *group, const
     *ret_n = n;
     return CMA_OK;
 }
+
+/* ---- raw requests (auth stage) ----------------------------------------------------------- */
+
+enum cma_errc cma_kube_request(struct cma_kube *k, const char *method, const char *path,
+                               const char *body, size_t body_len, struct cma_buf *ret_body,
+                               long *ret_status, struct cma_err *reterr)
+{
+    bool post = strcmp(method, "POST") == 0;
+    if (!post)
+        return kube_get(k, path, ACCEPT_JSON, ret_body, ret_status, reterr);
+    struct body_sink bs = {.too_large = false};
+    cma_buf_init(&bs.body, MAX_BODY_BYTES);
+    *ret_body = bs.body;
+    struct cma_buf url;
+    cma_buf_init(&url, 0);
+    if (cma_buf_printf(&url, "%s%s", k->server, path) != CMA_OK)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    struct curl_slist *headers = NULL;
+    enum cma_errc rc = request_headers(k, ACCEPT_JSON, &headers, reterr);
+    if (rc == CMA_OK) {
+        struct curl_slist *l = curl_slist_append(headers, "Content-Type: application/json");
+        if (!l)
+            rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        else
+            headers = l;
+    }
+    CURL *h = rc == CMA_OK ? cma_curl_pool_take(k->pool) : NULL;
+    if (rc == CMA_OK && !h)
+        rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory (curl handle)");
+    char errbuf[CURL_ERROR_SIZE];
+    errbuf[0] = '\0';
+    if (rc == CMA_OK)
+        rc = configure(k, h, cma_buf_str(&url), headers, &bs, errbuf, reterr);
+    if (rc == CMA_OK &&
+        (curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len) != CURLE_OK ||
+         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body) != CURLE_OK))
+        rc = cma_err_set(reterr, CMA_ERR_INTERNAL, "curl: cannot set the POST body");
+    if (rc != CMA_OK) {
+        cma_curl_pool_give(k->pool, h);
+        curl_slist_free_all(headers);
+        cma_buf_done(&url);
+        return rc;
+    }
+    CURLcode crc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    cma_curl_pool_give(k->pool, h);
+    curl_slist_free_all(headers);
+    cma_buf_done(&url);
+    cma_log_v(6, "kube POST %s%s -> %ld", k->server_public, path, status);
+    if (crc != CURLE_OK) {
+        cma_buf_done(&bs.body);
+        return cma_err_set(reterr, CMA_ERR_KUBE_UNAVAILABLE,
+                           "cannot reach the Kubernetes API at %s: %s", k->server_public,
+                           errbuf[0] ? errbuf : curl_easy_strerror(crc));
+    }
+    *ret_body = bs.body;
+    *ret_status = status;
+    return CMA_OK;
+}
+
+/* ---- LIST pages and WATCH for watch caches ------------------------------------------------ */
+
+/* One LIST page body → objects handed to fn; the page's resourceVersion and continue token. */
+static enum cma_errc list_page_apply(const char *body, size_t len, cma_kube_page_fn fn, void *ctx,
+                                     char **rv, char **cont, struct cma_err *reterr)
+{
+    json_t *root = load_json(body, len, reterr);
+    if (!root)
+        return CMA_ERR_KUBE_ERROR;
+    const json_t *items = json_object_get(root, "items");
+    const json_t *meta = json_object_get(root, "metadata");
+    if (items && !json_is_array(items) && !json_is_null(items)) {
+        json_decref(root);
+        return cma_err_set(reterr, CMA_ERR_KUBE_ERROR, BAD_JSON "items is not a list");
+    }
+    size_t count = json_array_size(items);
+    struct cma_kube_object *objs = calloc(count ? count : 1, sizeof(*objs));
+    if (!objs) {
+        json_decref(root);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    enum cma_errc rc = CMA_OK;
+    size_t n = 0;
+    for (size_t i = 0; i < count && rc == CMA_OK; i++) {
+        n++;
+        rc = fill_object(json_array_get(items, i), i, &objs[i], reterr);
+    }
+    if (rc == CMA_OK && n)
+        rc = fn(ctx, objs, n, reterr);
+    cma_kube_objects_free(objs, n);
+    const char *page_rv = json_string_value(json_object_get(meta, "resourceVersion"));
+    const char *page_cont = json_string_value(json_object_get(meta, "continue"));
+    if (rc == CMA_OK && !*rv && page_rv && !(*rv = cma_strdup(page_rv)))
+        rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    if (rc == CMA_OK && page_cont && page_cont[0] && !(*cont = cma_strdup(page_cont)))
+        rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    json_decref(root);
+    return rc;
+}
+
+enum cma_errc cma_kube_list_pages(struct cma_kube *k, const char *group, const char *version,
+                                  const char *resource, cma_kube_page_fn fn, void *ctx,
+                                  char **ret_rv, long *ret_status, struct cma_err *reterr)
+{
+    *ret_rv = NULL;
+    *ret_status = 0;
+    if (!version || !version[0] || !resource || !resource[0])
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "LIST needs a version and a resource");
+    char *rv = NULL, *cont = NULL;
+    enum cma_errc rc = CMA_OK;
+    for (size_t page = 0;; page++) {
+        if (page >= LIST_MAX_PAGES) {
+            rc = cma_err_set(reterr, CMA_ERR_KUBE_ERROR, "LIST of %s goes on past %d pages",
+                             resource, LIST_MAX_PAGES);
+            break;
+        }
+        struct cma_buf path, body;
+        cma_buf_init(&path, 0);
+        if (list_path(group, version, resource, NULL, NULL, NULL, cont, &path) != CMA_OK) {
+            cma_buf_done(&path);
+            rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+            break;
+        }
+        free(cont);
+        cont = NULL;
+        long status = 0;
+        rc = kube_get(k, cma_buf_str(&path), ACCEPT_JSON, &body, &status, reterr);
+        if (rc == CMA_OK && (status < 200 || status >= 300)) {
+            *ret_status = status;
+            rc = status_error(status, cma_buf_str(&path), &body, reterr);
+        }
+        if (rc == CMA_OK)
+            rc = list_page_apply(body.ptr, body.len, fn, ctx, &rv, &cont, reterr);
+        cma_buf_done(&body);
+        cma_buf_done(&path);
+        if (rc != CMA_OK || !cont)
+            break;
+    }
+    free(cont);
+    if (rc != CMA_OK) {
+        free(rv);
+        return rc;
+    }
+    if (!rv && !(rv = cma_strdup("")))
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    *ret_rv = rv;
+    return CMA_OK;
+}
+
+#define WATCH_LINE_MAX ((size_t)16 << 20)
+#define WATCH_ERROR_BODY_MAX ((size_t)64 << 10)
+
+struct watch_sink {
+    CURL *h;
+    const struct cma_kube_watch_handler *handler;
+    struct cma_buf line; /* the part of a line received so far */
+    struct cma_buf error_body;
+    long status; /* known once the first body bytes arrive */
+    enum cma_errc rc;
+    struct cma_err *reterr;
+    bool stopped;
+};
+
+static size_t watch_write(char *data, size_t size, size_t nmemb, void *ctx)
+{
+    struct watch_sink *ws = ctx;
+    size_t len = size * nmemb;
+    if (ws->status == 0)
+        curl_easy_getinfo(ws->h, CURLINFO_RESPONSE_CODE, &ws->status);
+    if (ws->status < 200 || ws->status >= 300) {
+        if (cma_buf_append(&ws->error_body, data, len) != CMA_OK)
+            return 0;
+        return len;
+    }
+    if (ws->handler->should_stop && ws->handler->should_stop(ws->handler->ctx)) {
+        ws->stopped = true;
+        return 0;
+    }
+    size_t start = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (data[i] != '\n')
+            continue;
+        const char *line = data + start;
+        size_t line_len = i - start;
+        if (ws->line.len) {
+            if (cma_buf_append(&ws->line, line, line_len) != CMA_OK) {
+                ws->rc = cma_err_set(ws->reterr, CMA_ERR_KUBE_ERROR,
+                                     "a watch event is over %zu bytes", WATCH_LINE_MAX);
+                return 0;
+            }
+            line = ws->line.ptr;
+            line_len = ws->line.len;
+        }
+        while (line_len && (line[line_len - 1] == '\r' || line[line_len - 1] == ' '))
+            line_len--;
+        if (line_len) {
+            ws->rc = ws->handler->on_line(ws->handler->ctx, line, line_len, ws->reterr);
+            if (ws->rc != CMA_OK)
+                return 0;
+        }
+        cma_buf_clear(&ws->line);
+        start = i + 1;
+    }
+    if (start < len && cma_buf_append(&ws->line, data + start, len - start) != CMA_OK) {
+        ws->rc = cma_err_set(ws->reterr, CMA_ERR_KUBE_ERROR, "a watch event is over %zu bytes",
+                             WATCH_LINE_MAX);
+        return 0;
+    }
+    return len;
+}
+
+static int watch_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                          curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    struct watch_sink *ws = ctx;
+    if (ws->handler->should_stop && ws->handler->should_stop(ws->handler->ctx)) {
+        ws->stopped = true;
+        return 1;
+    }
+    return 0;
+}
+
+enum cma_errc cma_kube_watch(struct cma_kube *k, const char *group, const char *version,
+                             const char *resource, const char *resource_version,
+                             int timeout_seconds, const struct cma_kube_watch_handler *h,
+                             long *ret_status, struct cma_err *reterr)
+{
+    *ret_status = 0;
+    if (!version || !version[0] || !resource || !resource[0] || !h || !h->on_line)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "WATCH needs a version and a resource");
+    if (timeout_seconds <= 0)
+        timeout_seconds = 300;
+    struct cma_buf path, url;
+    cma_buf_init(&path, 0);
+    cma_buf_init(&url, 0);
+    enum cma_errc rc = list_path(group, version, resource, NULL, NULL, NULL, NULL, &path);
+    if (rc == CMA_OK)
+        rc = cma_buf_printf(&path, "&watch=1&allowWatchBookmarks=true&timeoutSeconds=%d",
+                            timeout_seconds);
+    if (rc == CMA_OK && resource_version && resource_version[0]) {
+        rc = cma_buf_appends(&path, "&resourceVersion=");
+        if (rc == CMA_OK)
+            rc = cma_clients_urlencode(&path, resource_version, strlen(resource_version), true);
+    }
+    if (rc == CMA_OK)
+        rc = cma_buf_printf(&url, "%s%s", k->server, cma_buf_str(&path));
+    if (rc != CMA_OK) {
+        cma_buf_done(&path);
+        cma_buf_done(&url);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    struct watch_sink ws = {.handler = h, .rc = CMA_OK, .reterr = reterr};
+    cma_buf_init(&ws.line, WATCH_LINE_MAX);
+    cma_buf_init(&ws.error_body, WATCH_ERROR_BODY_MAX);
+    struct curl_slist *headers = NULL;
+    rc = request_headers(k, ACCEPT_JSON, &headers, reterr);
+    /* A handle of its own, not the pool's: it stays busy for the whole watch. */
+    CURL *curl = rc == CMA_OK ? curl_easy_init() : NULL;
+    if (rc == CMA_OK && !curl)
+        rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory (curl handle)");
+    ws.h = curl;
+    char errbuf[CURL_ERROR_SIZE];
+    errbuf[0] = '\0';
+    struct body_sink unused = {.too_large = false};
+    cma_buf_init(&unused.body, 1);
+    if (rc == CMA_OK)
+        rc = configure(k, curl, cma_buf_str(&url), headers, &unused, errbuf, reterr);
+    if (rc == CMA_OK) {
+        long limit_ms = ((long)timeout_seconds + 30) * 1000L;
+        if (curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, limit_ms) != CURLE_OK ||
+            curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, watch_write) != CURLE_OK ||
+            curl_easy_setopt(curl, CURLOPT_WRITEDATA, &ws) != CURLE_OK ||
+            curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, watch_progress) != CURLE_OK ||
+            curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &ws) != CURLE_OK ||
+            curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L) != CURLE_OK)
+            rc = cma_err_set(reterr, CMA_ERR_INTERNAL, "curl options for a watch");
+    }
+    if (rc == CMA_OK) {
+        int64_t started = cma_clock_mono_ms();
+        CURLcode crc = curl_easy_perform(curl);
+        long status = 0;
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        if (cma_log_enabled(6)) {
+            struct cma_buf pub;
+            cma_buf_init(&pub, 0);
+            if (cma_buf_printf(&pub, "%s%s", k->server_public, cma_buf_str(&path)) == CMA_OK)
+                log_request(cma_buf_str(&pub), status, crc, errbuf, started);
+            cma_buf_done(&pub);
+        }
+        *ret_status = status;
+        if (ws.rc != CMA_OK) {
+            rc = ws.rc;
+        } else if (ws.stopped) {
+            rc = CMA_OK;
+        } else if (crc != CURLE_OK) {
+            rc = cma_err_set(reterr, CMA_ERR_KUBE_UNAVAILABLE,
+                             "watch of %s at the Kubernetes API %s ended: %s", resource,
+                             k->server_public, errbuf[0] ? errbuf : curl_easy_strerror(crc));
+        } else if (status < 200 || status >= 300) {
+            rc = status_error(status, cma_buf_str(&path), &ws.error_body, reterr);
+        } else if (ws.line.len) {
+            /* the last line had no newline: hand it over too */
+            rc = h->on_line(h->ctx, ws.line.ptr, ws.line.len, reterr);
+        }
+    }
+    if (curl)
+        curl_easy_cleanup(curl);
+    curl_slist_free_all(headers);
+    cma_buf_done(&ws.line);
+    cma_buf_done(&ws.error_body);
+    cma_buf_done(&unused.body);
+    cma_buf_done(&path);
+    cma_buf_done(&url);
+    return rc;
+}

@@ -29,7 +29,18 @@
  * - TLS material is checked with GnuTLS before the daemon starts, so a bad key or CA bundle is
  *   a CMA_ERR_TLS with GnuTLS's reason instead of a bare start failure.
  * - MHD's own log lines go to our log: as errors while starting, at --v=2 afterwards (they are
- *   mostly about misbehaving clients: failed handshakes, resets). */
+ *   mostly about misbehaving clients: failed handshakes, resets).
+ * - Serving certificate reload (cert-manager rotates the files in place): the certificate and key
+ *   are not given to MHD; MHD_OPTION_HTTPS_CERT_CALLBACK (gnutls retrieve_function2) hands each
+ *   handshake the current pair. MHD 0.9.75 has no per-daemon argument for that callback, so
+ *   MHD_OPTION_NOTIFY_CONNECTION (called after the GnuTLS session exists, before the connection
+ *   thread runs the handshake) stores the server in the session (gnutls_session_set_ptr). A
+ *   watcher thread stats both files (device, inode, size, mtime) every tls_reload_interval_ms;
+ *   on a change it parses and checks the pair (the key's public key ID equals the leaf's) and
+ *   swaps it in under tls_lock. A bad pair is logged and the old one keeps serving; it is tried
+ *   again on the next change of either file. GnuTLS does not free what the callback returns
+ *   and a handshake may still use a pair after a swap, so replaced pairs are kept (a few KiB
+ *   per rotation) and freed by cma_server_stop(). */
 #include "cma/server.h"
 
 #include <arpa/inet.h>
@@ -42,7 +53,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
 
+#include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
 
@@ -60,6 +74,25 @@
 #define CONNECTION_MEMORY_BYTES ((size_t)128 << 10)
 #define MAX_QUERY_PARAMS 1024
 #define LOG_LINE_MAX 512
+#define DEFAULT_TLS_RELOAD_INTERVAL_MS 5000u
+#define MAX_CHAIN_CERTS 16u
+
+/* One parsed serving certificate chain and its key; immutable once published. */
+struct tls_pair {
+    gnutls_pcert_st pcerts[MAX_CHAIN_CERTS];
+    unsigned n_pcerts;
+    gnutls_privkey_t key;
+    struct tls_pair *older; /* replaced pairs, freed at stop */
+};
+
+/* What stat() said about a file; a difference means "changed". */
+struct file_sig {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    bool exists;
+};
 
 struct cma_server {
     struct MHD_Daemon *daemon;
@@ -74,6 +107,19 @@ struct cma_server {
     atomic_bool started;            /* MHD log lines: errors before, --v=2 after */
     pthread_mutex_t start_msg_lock; /* guards start_msg */
     char start_msg[LOG_LINE_MAX];   /* last MHD log line while starting */
+    /* serving certificate reload (see DESIGN) */
+    char *cert_file;
+    char *key_file;
+    pthread_mutex_t tls_lock; /* guards pair, cert_sig, key_sig, stopping */
+    pthread_cond_t tls_wake;  /* signalled by stop */
+    struct tls_pair *pair;    /* current pair; older ones hang off it */
+    struct file_sig cert_sig; /* files as last seen (loaded or rejected) */
+    struct file_sig key_sig;
+    bool stopping;
+    bool watcher_running;
+    pthread_t watcher;
+    unsigned reload_interval_ms;
+    atomic_uint reloads; /* pairs swapped in since start */
 };
 
 struct request_state {
@@ -391,6 +437,222 @@ static enum cma_errc check_tls_material(const struct cma_server *s,
     return rc;
 }
 
+/* ----- serving certificate reload ----- */
+
+static void free_pair(struct tls_pair *p)
+{
+    while (p) {
+        struct tls_pair *older = p->older;
+        for (unsigned i = 0; i < p->n_pcerts; i++)
+            gnutls_pcert_deinit(&p->pcerts[i]);
+        if (p->key)
+            gnutls_privkey_deinit(p->key);
+        free(p);
+        p = older;
+    }
+}
+
+/* SHA-256 key ID of a public key; false when GnuTLS cannot compute it. */
+static bool key_id(gnutls_pubkey_t pub, unsigned char *out, size_t *len)
+{
+    return gnutls_pubkey_get_key_id(pub, GNUTLS_KEYID_USE_SHA256, out, len) == GNUTLS_E_SUCCESS;
+}
+
+/* True when `key` is the private half of the leaf certificate's public key. */
+static bool key_matches_leaf(gnutls_privkey_t key, const gnutls_pcert_st *leaf)
+{
+    gnutls_pubkey_t pub;
+    if (gnutls_pubkey_init(&pub) != GNUTLS_E_SUCCESS)
+        return false;
+    unsigned char a[64];
+    unsigned char b[64];
+    size_t a_len = sizeof a;
+    size_t b_len = sizeof b;
+    bool ok = gnutls_pubkey_import_privkey(pub, key, 0, 0) == GNUTLS_E_SUCCESS &&
+              key_id(pub, a, &a_len) && key_id(leaf->pubkey, b, &b_len) && a_len == b_len &&
+              memcmp(a, b, a_len) == 0;
+    gnutls_pubkey_deinit(pub);
+    return ok;
+}
+
+/* Parses PEM text into a pair; the key must match the first certificate. */
+static enum cma_errc parse_pair(const char *cert_pem, size_t cert_len, const char *key_pem,
+                                size_t key_len, struct tls_pair **ret, struct cma_err *reterr)
+{
+    struct tls_pair *p = calloc(1, sizeof *p);
+    if (!p)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    gnutls_datum_t cert = {(unsigned char *)cert_pem, (unsigned)cert_len};
+    gnutls_datum_t key = {(unsigned char *)key_pem, (unsigned)key_len};
+    unsigned n = MAX_CHAIN_CERTS;
+    int grc = gnutls_pcert_list_import_x509_raw(p->pcerts, &n, &cert, GNUTLS_X509_FMT_PEM, 0);
+    if (grc < 0 || n == 0) {
+        free(p);
+        return cma_err_set(reterr, CMA_ERR_TLS, "cannot parse the certificate chain: %s",
+                           grc < 0 ? gnutls_strerror(grc) : "no certificate");
+    }
+    p->n_pcerts = n;
+    grc = gnutls_privkey_init(&p->key);
+    if (grc == GNUTLS_E_SUCCESS)
+        grc = gnutls_privkey_import_x509_raw(p->key, &key, GNUTLS_X509_FMT_PEM, NULL, 0);
+    if (grc != GNUTLS_E_SUCCESS) {
+        free_pair(p);
+        return cma_err_set(reterr, CMA_ERR_TLS, "cannot parse the private key: %s",
+                           gnutls_strerror(grc));
+    }
+    if (!key_matches_leaf(p->key, &p->pcerts[0])) {
+        free_pair(p);
+        return cma_err_set(reterr, CMA_ERR_TLS, "the private key does not match the certificate");
+    }
+    *ret = p;
+    return CMA_OK;
+}
+
+static void stat_sig(const char *path, struct file_sig *sig)
+{
+    struct stat st;
+    memset(sig, 0, sizeof *sig);
+    if (stat(path, &st) != 0)
+        return;
+    sig->exists = true;
+    sig->dev = st.st_dev;
+    sig->ino = st.st_ino;
+    sig->size = st.st_size;
+    sig->mtime = st.st_mtim;
+}
+
+static bool same_sig(const struct file_sig *a, const struct file_sig *b)
+{
+    return a->exists == b->exists && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* Reads and parses the pair from its files. */
+static enum cma_errc load_pair(const struct cma_server *s, struct tls_pair **ret,
+                               struct cma_err *reterr)
+{
+    char *cert_pem = NULL;
+    char *key_pem = NULL;
+    size_t cert_len = 0;
+    size_t key_len = 0;
+    enum cma_errc rc = read_pem("certificate", s->cert_file, &cert_pem, &cert_len, reterr);
+    if (rc == CMA_OK)
+        rc = read_pem("private key", s->key_file, &key_pem, &key_len, reterr);
+    if (rc == CMA_OK) {
+        rc = parse_pair(cert_pem, cert_len, key_pem, key_len, ret, reterr);
+        if (rc != CMA_OK)
+            cma_err_prefix(reterr, "%s and %s: ", s->cert_file, s->key_file);
+    }
+    free(cert_pem);
+    if (key_pem) {
+        explicit_bzero(key_pem, key_len);
+        free(key_pem);
+    }
+    return rc;
+}
+
+enum cma_errc cma_server_reload_tls(struct cma_server *s, struct cma_err *reterr)
+{
+    if (!s || !s->cert_file || !s->key_file)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cma_server_reload_tls: bad arguments");
+    struct file_sig cert_sig;
+    struct file_sig key_sig;
+    stat_sig(s->cert_file, &cert_sig);
+    stat_sig(s->key_file, &key_sig);
+    pthread_mutex_lock(&s->tls_lock);
+    bool unchanged = same_sig(&cert_sig, &s->cert_sig) && same_sig(&key_sig, &s->key_sig);
+    s->cert_sig = cert_sig;
+    s->key_sig = key_sig;
+    pthread_mutex_unlock(&s->tls_lock);
+    if (unchanged)
+        return CMA_OK;
+    struct tls_pair *fresh = NULL;
+    struct cma_err err = {0};
+    enum cma_errc rc = load_pair(s, &fresh, &err);
+    if (rc != CMA_OK) {
+        cma_log_error("https: serving certificate changed but cannot be used, keeping the "
+                      "previous one: %s",
+                      err.msg);
+        if (reterr)
+            *reterr = err;
+        return rc;
+    }
+    pthread_mutex_lock(&s->tls_lock);
+    fresh->older = s->pair;
+    s->pair = fresh;
+    pthread_mutex_unlock(&s->tls_lock);
+    atomic_fetch_add(&s->reloads, 1u);
+    cma_log_info("https: reloaded the serving certificate from %s", s->cert_file);
+    return CMA_OK;
+}
+
+unsigned cma_server_tls_reloads(const struct cma_server *s)
+{
+    return s ? atomic_load(&s->reloads) : 0;
+}
+
+static void *watch_tls_files(void *arg)
+{
+    struct cma_server *s = arg;
+    pthread_mutex_lock(&s->tls_lock);
+    while (!s->stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)(s->reload_interval_ms / 1000u);
+        until.tv_nsec += (long)(s->reload_interval_ms % 1000u) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (!s->stopping && pthread_cond_timedwait(&s->tls_wake, &s->tls_lock, &until) == 0) {
+        }
+        if (s->stopping)
+            break;
+        pthread_mutex_unlock(&s->tls_lock);
+        cma_server_reload_tls(s, NULL);
+        pthread_mutex_lock(&s->tls_lock);
+    }
+    pthread_mutex_unlock(&s->tls_lock);
+    return NULL;
+}
+
+/* gnutls_certificate_retrieve_function2: the current pair for this handshake. */
+static int retrieve_cert(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, int nreqs,
+                         const gnutls_pk_algorithm_t *pk_algos, int pk_algos_length,
+                         gnutls_pcert_st **pcert, unsigned int *pcert_length,
+                         gnutls_privkey_t *pkey)
+{
+    (void)req_ca_dn;
+    (void)nreqs;
+    (void)pk_algos;
+    (void)pk_algos_length;
+    struct cma_server *s = gnutls_session_get_ptr(session);
+    if (!s)
+        return -1;
+    pthread_mutex_lock(&s->tls_lock);
+    struct tls_pair *p = s->pair;
+    pthread_mutex_unlock(&s->tls_lock);
+    if (!p)
+        return -1;
+    *pcert = p->pcerts;
+    *pcert_length = p->n_pcerts;
+    *pkey = p->key;
+    return 0;
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: ties the new TLS session to its server (see DESIGN). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    (void)socket_context;
+    if (code != MHD_CONNECTION_NOTIFY_STARTED)
+        return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (ci && ci->tls_session)
+        gnutls_session_set_ptr(ci->tls_session, cls);
+}
+
 /* ----- MHD callbacks ----- */
 
 __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -662,6 +924,11 @@ static void free_server(struct cma_server *s)
     }
     free(s->trust_pem);
     free(s->priorities);
+    free_pair(s->pair);
+    free(s->cert_file);
+    free(s->key_file);
+    pthread_cond_destroy(&s->tls_wake);
+    pthread_mutex_destroy(&s->tls_lock);
     pthread_mutex_destroy(&s->start_msg_lock);
     free(s);
 }
@@ -708,10 +975,37 @@ enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_
         free(s);
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot create a mutex");
     }
+    if (pthread_mutex_init(&s->tls_lock, NULL) != 0) {
+        pthread_mutex_destroy(&s->start_msg_lock);
+        free(s);
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot create a mutex");
+    }
+    if (pthread_cond_init(&s->tls_wake, NULL) != 0) {
+        pthread_mutex_destroy(&s->tls_lock);
+        pthread_mutex_destroy(&s->start_msg_lock);
+        free(s);
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot create a condition variable");
+    }
+    atomic_init(&s->reloads, 0u);
+    s->reload_interval_ms =
+        cfg->tls_reload_interval_ms ? cfg->tls_reload_interval_ms : DEFAULT_TLS_RELOAD_INTERVAL_MS;
     atomic_init(&s->started, false);
     s->handler = handler;
     s->app = app;
+    if (cfg->cert_file && cfg->key_file) {
+        /* stat before reading: a change while reading shows up at the next check */
+        stat_sig(cfg->cert_file, &s->cert_sig);
+        stat_sig(cfg->key_file, &s->key_sig);
+        s->cert_file = cma_strdup(cfg->cert_file);
+        s->key_file = cma_strdup(cfg->key_file);
+        if (!s->cert_file || !s->key_file) {
+            free_server(s);
+            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        }
+    }
     rc = load_material(s, cfg, reterr);
+    if (rc == CMA_OK)
+        rc = parse_pair(s->cert_pem, strlen(s->cert_pem), s->key_pem, s->key_len, &s->pair, reterr);
     if (rc != CMA_OK) {
         free_server(s);
         return rc;
@@ -725,8 +1019,8 @@ enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_
         on_mhd_log, s, MHD_OPTION_SOCK_ADDR, &addr.sa, MHD_OPTION_CONNECTION_LIMIT, max_conn,
         MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         CONNECTION_MEMORY_BYTES, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, s, MHD_OPTION_HTTPS_MEM_KEY, s->key_pem,
-        MHD_OPTION_HTTPS_MEM_CERT, s->cert_pem, MHD_OPTION_HTTPS_MEM_TRUST, s->trust_pem,
+        MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        s, MHD_OPTION_HTTPS_CERT_CALLBACK, retrieve_cert, MHD_OPTION_HTTPS_MEM_TRUST, s->trust_pem,
         MHD_OPTION_HTTPS_PRIORITIES, s->priorities, MHD_OPTION_TLS_NO_ALPN, 1, MHD_OPTION_END);
     const char *shown = (cfg->bind_address && *cfg->bind_address) ? cfg->bind_address : "0.0.0.0";
     if (!s->daemon) {
@@ -738,6 +1032,11 @@ enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_
         return CMA_ERR_IO;
     }
     atomic_store(&s->started, true);
+    if (pthread_create(&s->watcher, NULL, watch_tls_files, s) == 0)
+        s->watcher_running = true;
+    else
+        cma_log_error("https: cannot start the certificate watcher; the serving certificate will "
+                      "not be reloaded");
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? (int)info->port : cfg->port;
     cma_log_v(1, "serving HTTPS on [%s]:%d", shown, s->port);
@@ -754,8 +1053,38 @@ void cma_server_stop(struct cma_server *s)
 {
     if (!s)
         return;
+    if (s->watcher_running) {
+        pthread_mutex_lock(&s->tls_lock);
+        s->stopping = true;
+        pthread_cond_broadcast(&s->tls_wake);
+        pthread_mutex_unlock(&s->tls_lock);
+        pthread_join(s->watcher, NULL);
+        s->watcher_running = false;
+    }
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
     free_server(s);
+}
+
+struct header_each_ctx {
+    bool (*fn)(void *ctx, const char *name, const char *value);
+    void *ctx;
+};
+
+static enum MHD_Result header_each_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    (void)kind;
+    struct header_each_ctx *hc = cls;
+    return hc->fn(hc->ctx, key, value ? value : "") ? MHD_YES : MHD_NO;
+}
+
+void cma_request_headers_each(const struct cma_request *req,
+                              bool (*fn)(void *ctx, const char *name, const char *value), void *ctx)
+{
+    if (!req || !req->conn || !fn)
+        return;
+    struct header_each_ctx hc = {.fn = fn, .ctx = ctx};
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, header_each_cb, &hc);
 }

@@ -122,7 +122,7 @@ print("same" if yaml.safe_load(block) == yaml.safe_load(open(sys.argv[2])) else 
 PY
 )"
 fi
-for c in custom-metrics external-metrics resource-metrics; do
+for c in custom-metrics external-metrics resource-metrics ca-bundle; do
   t_eq "deploy/components/$c is a kustomize Component" "kustomize.config.k8s.io/v1alpha1 Component" \
     "$(python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); print(d["apiVersion"], d["kind"])' \
       "deploy/components/$c/kustomization.yaml")"
@@ -174,6 +174,76 @@ check_overlay next-to-keda \
 check_overlay next-to-metrics-server \
   "v1beta1.custom.metrics.k8s.io v1beta1.external.metrics.k8s.io v1beta2.custom.metrics.k8s.io" \
   "$C $E" "--disable-resource-metrics" absent
+# --- RBAC for delegated authn/authz and the watch cache (base) ------------------------------------------
+t_eq "base RBAC: auth-delegator, auth-reader in kube-system, get/list/watch on pods, nodes, namespaces" \
+  "ClusterRoleBinding:system:auth-delegator RoleBinding:kube-system:extension-apiserver-authentication-reader get,list,watch:namespaces,nodes,pods" \
+  "$(python3 - "$tmp/base/all.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+out = []
+for d in docs:
+    if d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"] == "system:auth-delegator" \
+            and any(s["name"] == "custom-metrics-adapter" for s in d["subjects"]):
+        out.append("ClusterRoleBinding:system:auth-delegator")
+    if d["kind"] == "RoleBinding" and d["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role", "name": "extension-apiserver-authentication-reader"}:
+        out.append("RoleBinding:%s:%s" % (d["metadata"]["namespace"], d["roleRef"]["name"]))
+core = set()
+for d in docs:
+    if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "custom-metrics-adapter-resource-reader":
+        for r in d["rules"]:
+            if "" in r["apiGroups"] and {"get", "list", "watch"} <= set(r["verbs"]):
+                core.update(x for x in r["resources"] if x in ("pods", "nodes", "namespaces"))
+out.sort()
+out.append("get,list,watch:" + ",".join(sorted(core)))
+print(" ".join(out))
+PY
+)"
+
+# --- the ca-bundle component (verified aggregator -> adapter TLS) ---------------------------------------
+# Rendered from a copy of deploy/ whose ca.crt holds a real CA made by openssl, in an overlay that
+# adds the component after custom-metrics and external-metrics.
+cab="$tmp/ca-bundle"
+mkdir -p "$cab"
+cp -r deploy "$cab/"
+if t_ok "ca-bundle: openssl makes a CA certificate" openssl req -x509 -newkey ec \
+  -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=test-aggregator-ca \
+  -keyout "$cab/ca.key" -out "$cab/deploy/components/ca-bundle/ca.crt"; then
+  mkdir -p "$cab/deploy/overlays/with-ca"
+  cat >"$cab/deploy/overlays/with-ca/kustomization.yaml" <<'YAML'
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ../../base
+components:
+- ../../components/custom-metrics
+- ../../components/external-metrics
+- ../../components/ca-bundle
+YAML
+  if t_ok "ca-bundle: kustomize renders an overlay with the component" \
+    kubectl kustomize "$cab/deploy/overlays/with-ca" -o "$cab/all.yaml"; then
+    t_eq "ca-bundle: every APIService has caBundle = base64(ca.crt) and insecureSkipTLSVerify false" \
+      "v1beta1.custom.metrics.k8s.io=ok v1beta1.external.metrics.k8s.io=ok v1beta2.custom.metrics.k8s.io=ok" \
+      "$(python3 - "$cab/all.yaml" "$cab/deploy/components/ca-bundle/ca.crt" <<'PY'
+import base64, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+pem = open(sys.argv[2], "rb").read()
+res = []
+for d in docs:
+    if d["kind"] != "APIService":
+        continue
+    spec = d["spec"]
+    ok = (base64.b64decode("".join(spec.get("caBundle", "").split())) == pem
+          and spec.get("insecureSkipTLSVerify") is False)
+    res.append("%s=%s" % (d["metadata"]["name"], "ok" if ok else "bad"))
+print(" ".join(sorted(res)))
+PY
+)"
+    t_eq "ca-bundle: the generated Secret is local-config (not applied)" 0 \
+      "$(python3 -c 'import sys, yaml; print(sum(1 for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Secret"))' "$cab/all.yaml")"
+  fi
+fi
+
 t_eq "deploy/overlays has exactly the three documented overlays" "all next-to-keda next-to-metrics-server" \
   "$(find deploy/overlays -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort | paste -sd' ')"
 t_summary

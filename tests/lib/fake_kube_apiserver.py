@@ -37,10 +37,29 @@ Authentication: `Authorization: Bearer <token>` must carry --token (default fake
 check off). A wrong token gets the recorded 401 body; no credentials at all are system:anonymous and get
 a 403 Status shaped like the recorded one (only /version is public).
 
+Delegated auth (stands in for kube-apiserver's TokenReview and SubjectAccessReview APIs, which the
+adapter calls with its own credentials): POST /apis/authentication.k8s.io/v1/tokenreviews answers
+with the recorded TokenReview response for the recorded tokens (tokenreview-valid.http → the recorded
+service account; tokenreview-bad-signature.http and tokenreview-garbage.http → their recorded
+authenticated:false answers); any other token gets the recorded garbage answer. POST
+/apis/authorization.k8s.io/v1/subjectaccessreviews echoes the spec with the recorded `status` of
+subjectaccessreview-hpa-get-custom-metric.http (allowed) when the user (or "group:<g>" of one of its
+groups) is in --sar-allow, else that of subjectaccessreview-alice-denied.http. With no --sar-allow
+everyone is allowed: the older e2e tests use an anonymous kubectl and test metrics, not
+authorization; kube itself does not allow system:anonymous, and test_auth.sh sets an allow list.
+Test controls: GET /__fake/sar-allow?users=a,b (replace the list), GET /__fake/sar-log (every SAR
+body received, oldest first), POST /__fake/auth-configmap (JSON object: replaces the data of
+ConfigMap kube-system/extension-apiserver-authentication, to rotate CAs).
+
 EXTRA_PODS_JSON (--extra-pods): a JSON array of {namespace, name, labels, phase, nodeName}. An entry
 naming a recorded pod (ml/bert-0 ...) changes that pod's labels/phase/nodeName in place; any other entry
 becomes a clone of the recorded bert-0 (the Running object, or the recorded Pending one for
 phase Pending).
+
+Test control (stands in for `kubectl apply -f crd.yaml`; no such endpoint exists in kube-apiserver):
+GET /__fake/add-api-resource?group=G&version=V&resource=R&kind=K&namespaced=true adds an API group
+(SYNTHESISED, shaped like the recorded discovery documents) to /apis, /apis/G and /apis/G/V at run
+time, as installing a CustomResourceDefinition does; its objects list empty.
 
 Every request is appended to the request log as one JSON line: time, method, path, raw query, decoded
 query parameters, selected headers, status and body size.
@@ -560,7 +579,25 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- plumbing ------------------------------------------------------------------------------
 
+    def _stream(self, response):
+        """Chunked, one event line per chunk, written as it happens (a watch)."""
+        self.send_response_only(200)
+        self.send_header("Audit-Id", str(uuid.uuid4()))
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Date", email.utils.formatdate(usegmt=True))
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        for line in response.lines:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
     def _send(self, response):
+        if isinstance(response, StreamResponse):
+            return self._stream(response)
         body = response.body
         self.send_response_only(response.status)
         if response.headers is not None:
@@ -608,15 +645,20 @@ class Handler(BaseHTTPRequestHandler):
 
     def _handle(self):
         url = urlsplit(self.path)
-        try:
-            response = self.server.app.dispatch(self.command, url, self.headers)
-        except Exception as e:  # noqa: BLE001 - a bug in the fake must not kill the connection
-            sys.stderr.write("fake_kube_apiserver: internal error on %s: %r\n" % (self.path, e))
-            response = Response(500, status_body(500, "InternalError", "Internal error occurred: %s" % e))
+        body = b""
         if self.command in ("POST", "PUT", "PATCH", "DELETE"):
             length = int(self.headers.get("Content-Length") or 0)
             if length:
-                self.rfile.read(length)
+                body = self.rfile.read(length)
+        try:
+            response = self.server.app.dispatch(self.command, url, self.headers, body)
+        except Exception as e:  # noqa: BLE001 - a bug in the fake must not kill the connection
+            sys.stderr.write("fake_kube_apiserver: internal error on %s: %r\n" % (self.path, e))
+            response = Response(500, status_body(500, "InternalError", "Internal error occurred: %s" % e))
+        if isinstance(response, StreamResponse):
+            self._log(url, response.status, 0)
+            self._send(response)
+            return
         self._send(response)
         self._log(url, response.status, len(response.body))
 
@@ -645,6 +687,9 @@ class App:
         if with_v1beta2:
             self.group_versions["custom.metrics.k8s.io/v1beta2"] = "discovery-apis-custom.metrics.k8s.io-v1beta2.json"
         self.unauthorized = fixtures.http("error-401-bad-token.http")
+        self.watch_hub = None  # WatchHub with --watch
+        self.dynamic_groups = {}  # "G/V" -> APIResourceList added through /__fake/add-api-resource
+        self.dynamic_lock = threading.Lock()
         self.recorded_selector_errors = {}
         for name in fixtures.list_names("error-400-label-selector-"):
             request_line, _, status, headers, body = fixtures.http(name)
@@ -665,6 +710,13 @@ class App:
 
     def resource_info(self, group_version, resource):
         """(kind, namespaced) of a resource in a recorded discovery document, or None."""
+        with self.dynamic_lock:
+            dynamic = copy.deepcopy(self.dynamic_groups.get(group_version))
+        if dynamic is not None:
+            for entry in dynamic["resources"]:
+                if entry["name"] == resource:
+                    return entry["kind"], entry["namespaced"]
+            return None
         if group_version == "v1":
             doc = self.api_v1
         elif group_version in self.group_versions:
@@ -691,19 +743,79 @@ class App:
             return Response(status, body, resp_headers)
         return None
 
+    # -- delegated auth (TokenReview, SubjectAccessReview, the auth ConfigMap) -----------------
+
+    def init_auth(self, sar_allow):
+        """Recorded TokenReview answers by token, recorded SAR answers as templates, the allow list."""
+        self.auth_lock = threading.Lock()
+        self.sar_allow = set(sar_allow) if sar_allow else {"*"}
+        self.sar_log = []
+        self.token_reviews = {}
+        for name in ("tokenreview-valid.http", "tokenreview-garbage.http", "tokenreview-bad-signature.http"):
+            raw = self.fx.raw(name)
+            _, _, rest = raw.partition(b"\n\n")
+            request_body = rest[:rest.find(b"HTTP/1.1 ")].strip()
+            token = json.loads(request_body)["spec"]["token"]
+            _, _, status, resp_headers, body = self.fx.http(name)
+            self.token_reviews[token] = Response(status, body, resp_headers)
+        self.token_review_unknown = self.token_reviews["garbage.not-a-token"]
+        self.sar_allowed = json.loads(self.fx.http("subjectaccessreview-hpa-get-custom-metric.http")[4])["status"]
+        self.sar_denied = json.loads(self.fx.http("subjectaccessreview-alice-denied.http")[4])["status"]
+
+    def auth_dispatch(self, method, path, url, body):
+        params = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        if method == "POST" and path == "/apis/authentication.k8s.io/v1/tokenreviews":
+            token = json.loads(body or b"{}").get("spec", {}).get("token", "")
+            return self.token_reviews.get(token, self.token_review_unknown)
+        if method == "POST" and path == "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+            review = json.loads(body or b"{}")
+            spec = review.get("spec", {})
+            with self.auth_lock:
+                self.sar_log.append(review)
+                allowed = "*" in self.sar_allow or spec.get("user") in self.sar_allow or any(
+                    ("group:" + g) in self.sar_allow for g in spec.get("groups", []))
+            out = {"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                   "metadata": {"creationTimestamp": None}, "spec": spec,
+                   "status": copy.deepcopy(self.sar_allowed if allowed else self.sar_denied)}
+            return self.json_response(out, 201)
+        if path == "/__fake/sar-allow":  # test control: ?users=a,b,group:g ("*" = everyone)
+            with self.auth_lock:
+                self.sar_allow = {u for u in params.get("users", "").split(",") if u}
+            return self.json_response({"allow": sorted(self.sar_allow)})
+        if path == "/__fake/sar-log":  # test control: every SAR received so far, oldest first
+            with self.auth_lock:
+                return self.json_response(list(self.sar_log))
+        if method == "POST" and path == "/__fake/auth-configmap":  # test control: replace its data
+            data = json.loads(body or b"{}")
+            with self.auth_lock:
+                self.cluster.configmaps[0]["data"] = data
+            return self.json_response({"data": sorted(data)})
+        return None
+
     # -- routing -------------------------------------------------------------------------------
 
-    def dispatch(self, method, url, headers):
+    def dispatch(self, method, url, headers, body=b""):
         path = url.path.rstrip("/") or "/"
         denied = self.check_auth(path, headers)
         if denied:
             return denied
+        auth_response = self.auth_dispatch(method, path, url, body)
+        if auth_response is not None:
+            return auth_response
         if method not in ("GET", "HEAD"):
             return Response(405, status_body(405, "MethodNotAllowed",
                                              "the server does not allow this method on the requested resource",
                                              {}))
         params = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         parts = [unquote(p) for p in path.split("/")[1:]] if path != "/" else []
+        if self.watch_hub is not None and parts[:1] == ["__fake"] and parts[1:2] in (["pods"], ["watch"]):
+            answer, status = self.watch_hub.control(parts, params)
+            if answer is None:
+                return self.not_found()
+            return self.json_response(answer, status)
+        dynamic = self.dynamic_dispatch(path, parts, params, headers)
+        if dynamic is not None:
+            return dynamic
 
         if path == "/version":
             return Response(200, self.fx.raw("version.json"))
@@ -732,6 +844,54 @@ class App:
         if len(parts) > 3 and parts[0] == "apis" and (parts[1] + "/" + parts[2]) in self.group_versions:
             return self.resource_request(parts[1], parts[2], parts[3:], params, headers)
         return self.not_found()
+
+    def add_api_resource(self, params):
+        """Test control: adds a CRD-like resource (see the module docstring). SYNTHESISED."""
+        group, version = params.get("group", ""), params.get("version", "v1")
+        resource, kind = params.get("resource", ""), params.get("kind", "")
+        if not group or not resource or not kind:
+            return self.bad_request("group, resource and kind are required")
+        gv = group + "/" + version
+        with self.dynamic_lock:
+            doc = self.dynamic_groups.setdefault(
+                gv, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": []})
+            doc["resources"] = [r for r in doc["resources"] if r["name"] != resource]
+            doc["resources"].append({
+                "name": resource, "singularName": kind.lower(),
+                "namespaced": params.get("namespaced", "true") == "true", "kind": kind,
+                "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update",
+                          "watch"],
+                "storageVersionHash": "fake0000000="})
+        return self.json_response({"added": gv + "/" + resource})
+
+    def dynamic_dispatch(self, path, parts, params, headers):
+        """Answers the control endpoint and the discovery documents of added groups; None for
+        anything else (the recorded behaviour applies)."""
+        if path == "/__fake/add-api-resource":
+            return self.add_api_resource(params)
+        with self.dynamic_lock:
+            dynamic = copy.deepcopy(self.dynamic_groups)
+        if not dynamic:
+            return None
+        entries = {}
+        for gv in dynamic:
+            group, version = gv.split("/", 1)
+            entry = entries.setdefault(group, {"name": group, "versions": [],
+                                               "preferredVersion": {"groupVersion": gv, "version": version}})
+            entry["versions"].append({"groupVersion": gv, "version": version})
+        if path == "/apis":
+            doc = copy.deepcopy(self.apis)
+            doc["groups"].extend(entries.values())
+            return self.json_response(doc)
+        if len(parts) == 2 and parts[0] == "apis" and parts[1] in entries:
+            body = {"kind": "APIGroup", "apiVersion": "v1"}
+            body.update(entries[parts[1]])
+            return self.json_response(body)
+        if len(parts) == 3 and parts[0] == "apis" and parts[1] + "/" + parts[2] in dynamic:
+            return self.json_response(dynamic[parts[1] + "/" + parts[2]])
+        if len(parts) > 3 and parts[0] == "apis" and parts[1] + "/" + parts[2] in dynamic:
+            return self.resource_request(parts[1], parts[2], parts[3:], params, headers)
+        return None
 
     def proxy(self, url, headers):
         """Forwards a metrics.k8s.io request to the adapter as kube-aggregator does (reference
@@ -797,6 +957,11 @@ class App:
         if name is not None and namespaced and namespace is None:
             return self.not_found()
         if params.get("watch") in ("1", "true"):
+            if self.watch_hub is not None and resource == "pods" and name is None:
+                try:
+                    return StreamResponse(self.watch_hub.watch(namespace, params))
+                except SelectorError as e:
+                    return self.bad_request(str(e))
             return self.bad_request("watch is not supported by the fake kube-apiserver")
         objects = self.objects(resource, namespace)
         if name is not None:
@@ -916,6 +1081,168 @@ class App:
                                    "items": selected})
 
 
+class StreamResponse:
+    """A watch answer: `lines()` yields event lines (bytes, newline included) as they happen."""
+
+    def __init__(self, lines):
+        self.status = 200
+        self.lines = lines
+        self.body = b""
+
+
+class WatchHub:
+    """--watch: WATCH of pods (all namespaces or one) and test control of the pods.
+
+    Stands in for kube-apiserver's watch cache: every change made through the control endpoints
+    (or replayed from a recorded .jsonl stream) becomes an event with the next resourceVersion;
+    a watch from RV gets every later event, then waits for more until timeoutSeconds, and ends
+    with a BOOKMARK (as the recorded streams do, watch-pods-all.timeline.txt). Event lines are the
+    recorded shape: {"type":...,"object":<Pod with kind/apiVersion>}. A watch from a
+    resourceVersion older than the compaction point gets the recorded ERROR 410 line
+    (watch-pods-too-old-rv.jsonl, message restamped) and ends, as the real server does.
+
+    Control (GET, auth as any request; no such endpoints exist in kube-apiserver):
+      /__fake/pods/add?namespace=&name=&labels=k=v,k2=v2[&phase=Running]   → ADDED
+      /__fake/pods/relabel?namespace=&name=&labels=k=v,...                → MODIFIED
+      /__fake/pods/delete?namespace=&name=                                → DELETED
+      /__fake/watch/replay?name=watch-pods-all.jsonl  → the recorded events, restamped with new RVs
+      /__fake/watch/gone   → compacts: open watches get ERROR 410 and end; older RVs get 410
+    """
+
+    def __init__(self, fixtures, cluster):
+        self.fx = fixtures
+        self.cluster = cluster
+        self.cond = threading.Condition()
+        self.events = []  # (rv int, type, pod dict)
+        self.compacted = 0
+        self.generation = 0  # bumped by /__fake/watch/gone
+        self.too_old = json.loads(fixtures.raw("watch-pods-too-old-rv.jsonl").decode().splitlines()[0])
+
+    @staticmethod
+    def parse_labels(text):
+        labels = {}
+        for item in (text or "").split(","):
+            if item:
+                key, _, value = item.partition("=")
+                labels[key] = value
+        return dict(sorted(labels.items()))
+
+    def _event(self, kind, pod):
+        # Lock held. The cluster's pod list is replaced, never changed in place, so LISTs running
+        # on other threads keep iterating a consistent list.
+        rv = int(self.cluster.next_rv())
+        pod = copy.deepcopy(pod)
+        pod["metadata"]["resourceVersion"] = str(rv)
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        pods = [p for p in self.cluster.pods if (p["metadata"]["namespace"], p["metadata"]["name"]) != key]
+        if kind != "DELETED":
+            pods.append(pod)
+            pods.sort(key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
+        self.cluster.pods = pods
+        self.events.append((rv, kind, pod))
+        self.cond.notify_all()
+        return rv
+
+    def _find(self, namespace, name):
+        return next((p for p in self.cluster.pods if p["metadata"]["namespace"] == namespace
+                     and p["metadata"]["name"] == name), None)
+
+    def control(self, parts, params):
+        with self.cond:
+            what = "/".join(parts[1:])
+            ns, name = params.get("namespace", ""), params.get("name", "")
+            if what == "pods/add":
+                template = self._find("ml", "bert-0") or self.cluster.pods[0]
+                pod = copy.deepcopy(template)
+                pod["metadata"].update({"name": name, "namespace": ns,
+                                        "uid": str(uuid.uuid5(UUID_NAMESPACE, "%s/%s" % (ns, name))),
+                                        "labels": self.parse_labels(params.get("labels"))})
+                pod["status"]["phase"] = params.get("phase", "Running")
+                rv = self._event("ADDED", pod)
+            elif what in ("pods/relabel", "pods/delete"):
+                pod = self._find(ns, name)
+                if pod is None:
+                    return None, 404
+                pod = copy.deepcopy(pod)
+                if what == "pods/relabel":
+                    pod["metadata"]["labels"] = self.parse_labels(params.get("labels"))
+                rv = self._event("MODIFIED" if what == "pods/relabel" else "DELETED", pod)
+            elif what == "watch/replay":
+                rv = None
+                for line in self.fx.raw(params.get("name", "watch-pods-all.jsonl")).decode().splitlines():
+                    event = json.loads(line)
+                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        obj = {k: v for k, v in event["object"].items() if k not in ("kind", "apiVersion")}
+                        rv = self._event(event["type"], obj)
+            elif what == "watch/gone":
+                rv = int(self.cluster.next_rv())
+                self.compacted = rv
+                self.generation += 1
+                self.cond.notify_all()
+            else:
+                return None, 404
+            return {"resourceVersion": str(rv) if rv is not None else "", "pods": len(self.cluster.pods)}, 200
+
+    def _line(self, kind, obj):
+        body = {"kind": "Pod", "apiVersion": "v1"}
+        body.update(obj)
+        return (json.dumps({"type": kind, "object": body}, separators=(",", ":")) + "\n").encode()
+
+    def _gone_line(self, rv):
+        event = copy.deepcopy(self.too_old)
+        event["object"]["message"] = "too old resource version: %s (%d)" % (rv, self.compacted)
+        return (json.dumps(event, separators=(",", ":")) + "\n").encode()
+
+    def watch(self, namespace, params):
+        try:
+            since = int(params.get("resourceVersion") or 0)
+        except ValueError:
+            since = 0
+        try:
+            timeout = min(float(params.get("timeoutSeconds") or 300), 1800)
+        except ValueError:
+            timeout = 300
+        requirements = parse_label_selector(params.get("labelSelector", ""))
+
+        def lines():
+            nonlocal since
+            deadline = time.monotonic() + timeout
+            with self.cond:
+                generation = self.generation
+                if since and since < self.compacted:
+                    yield self._gone_line(since)
+                    return
+                index = 0
+                while index < len(self.events) and self.events[index][0] <= since:
+                    index += 1
+            while True:
+                with self.cond:
+                    if self.generation != generation:
+                        yield self._gone_line(since)
+                        return
+                    pending = self.events[index:]
+                    index = len(self.events)
+                    if not pending:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            bookmark = {"metadata": {"resourceVersion": str(self.cluster.rv),
+                                                     "creationTimestamp": None},
+                                        "spec": {"containers": None}, "status": {}}
+                            yield self._line("BOOKMARK", bookmark)
+                            return
+                        self.cond.wait(min(left, 0.5))
+                        continue
+                for rv, kind, pod in pending:
+                    since = rv
+                    if namespace is not None and pod["metadata"]["namespace"] != namespace:
+                        continue
+                    if not label_selector_matches(requirements, pod["metadata"].get("labels") or {}):
+                        continue
+                    yield self._line(kind, pod)
+
+        return lines()
+
+
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -966,6 +1293,12 @@ def main(argv):
     parser.add_argument("--proxy-metrics", metavar="ADAPTER_URL",
                         help="test front for kubectl top: serve metrics.k8s.io by proxying to the "
                              "adapter at this https URL, and give nodes capacity/allocatable")
+    parser.add_argument("--sar-allow", action="append", default=[], metavar="USER",
+                        help="user (or group:G) whose SubjectAccessReviews are allowed; repeatable; "
+                             "none given = everyone is allowed")
+    parser.add_argument("--watch", action="store_true",
+                        help="serve WATCH of pods and the /__fake/pods/* and /__fake/watch/* test "
+                             "controls (see WatchHub); without it a watch answers 400")
     args = parser.parse_args(argv)
 
     extra = []
@@ -978,6 +1311,9 @@ def main(argv):
     cluster = Cluster(fixtures, extra, node_resources=bool(args.proxy_metrics))
     app = App(fixtures, cluster, args.token, args.with_v1beta2, args.expire_continue,
               args.proxy_metrics)
+    if args.watch:
+        app.watch_hub = WatchHub(fixtures, cluster)
+    app.init_auth(args.sar_allow)
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2

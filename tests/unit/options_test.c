@@ -397,7 +397,7 @@ static void test_cma_options_print_help__lists_flags_with_defaults(void **state)
             fail_msg("%s is missing from --help", needle);
         n_flags++;
     }
-    assert_int_equal(n_flags, 37);
+    assert_int_equal(n_flags, 52);
     const char *col_a = strstr(help, "      --config string");
     const char *col_b = strstr(help, "  -h, --help");
     assert_non_null(col_a);

@@ -1160,6 +1160,165 @@ static void test_cma_server_start__bind_errors(void **state)
     expect_start_error(&cfg, CMA_ERR_IO, "127.0.0.1");
 }
 
+/* ----- serving certificate reload ----- */
+
+/* True when a fresh TLS handshake on `port` presents the certificate in `ca_file` (each
+ * generated certificate is self-signed, so it verifies only against itself). */
+static bool served_cert_is(int port, const char *ca_file)
+{
+    struct reply r;
+    reply_init(&r);
+    CURL *e = easy_for(port, "/fast", &r);
+    curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
+    curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+    perform(e, &r);
+    curl_easy_cleanup(e);
+    bool ok = r.cc == CURLE_OK && strcmp(cma_buf_str(&r.body), "fast") == 0;
+    reply_done(&r);
+    return ok;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb");
+    assert_non_null(in);
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s.tmp", to);
+    FILE *out = fopen(tmp, "wb");
+    assert_non_null(out);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, in)) > 0)
+        assert_int_equal(fwrite(chunk, 1, n, out), n);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+    assert_int_equal(rename(tmp, to), 0); /* a new inode, as a Secret volume update gives */
+}
+
+struct rotation {
+    char a_cert[256], a_key[256], b_cert[256], b_key[256];
+    char cert[256], key[256];
+};
+
+/* Two independent pairs A and B; the served files start as a copy of A. */
+static void rotation_setup(struct rotation *rot, const char *name)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/%s-a", fx.dir, name);
+    assert_int_equal(cma_tls_ensure_self_signed(dir, NULL, 0, rot->a_cert, sizeof rot->a_cert,
+                                                rot->a_key, sizeof rot->a_key, NULL),
+                     CMA_OK);
+    snprintf(dir, sizeof dir, "%s/%s-b", fx.dir, name);
+    assert_int_equal(cma_tls_ensure_self_signed(dir, NULL, 0, rot->b_cert, sizeof rot->b_cert,
+                                                rot->b_key, sizeof rot->b_key, NULL),
+                     CMA_OK);
+    snprintf(rot->cert, sizeof rot->cert, "%s/%s-tls.crt", fx.dir, name);
+    snprintf(rot->key, sizeof rot->key, "%s/%s-tls.key", fx.dir, name);
+    copy_file(rot->a_cert, rot->cert);
+    copy_file(rot->a_key, rot->key);
+}
+
+static void test_cma_server_reload_tls__new_handshake_sees_new_certificate(void **state)
+{
+    (void)state;
+    struct rotation rot;
+    rotation_setup(&rot, "rotate");
+    struct cma_server_config cfg = base_config();
+    cfg.cert_file = rot.cert;
+    cfg.key_file = rot.key;
+    cfg.tls_reload_interval_ms = 3600u * 1000u; /* only the explicit calls below */
+    struct cma_server *s = start_or_fail(&cfg);
+    int port = cma_server_port(s);
+    assert_true(served_cert_is(port, rot.a_cert));
+    assert_false(served_cert_is(port, rot.b_cert));
+    /* unchanged files: nothing to do */
+    assert_int_equal(cma_server_reload_tls(s, NULL), CMA_OK);
+    assert_int_equal(cma_server_tls_reloads(s), 0);
+
+    copy_file(rot.b_cert, rot.cert);
+    copy_file(rot.b_key, rot.key);
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_server_reload_tls(s, &err), CMA_OK);
+    assert_int_equal(cma_server_tls_reloads(s), 1);
+    assert_true(served_cert_is(port, rot.b_cert));
+    assert_false(served_cert_is(port, rot.a_cert));
+    cma_server_stop(s);
+}
+
+static void test_cma_server_reload_tls__broken_replacement_keeps_old(void **state)
+{
+    (void)state;
+    struct rotation rot;
+    rotation_setup(&rot, "broken");
+    struct cma_server_config cfg = base_config();
+    cfg.cert_file = rot.cert;
+    cfg.key_file = rot.key;
+    cfg.tls_reload_interval_ms = 3600u * 1000u;
+    struct cma_server *s = start_or_fail(&cfg);
+    int port = cma_server_port(s);
+    assert_true(served_cert_is(port, rot.a_cert));
+
+    /* half-rotated: B's certificate with A's key */
+    copy_file(rot.b_cert, rot.cert);
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_server_reload_tls(s, &err), CMA_ERR_TLS);
+    assert_non_null(strstr(err.msg, "does not match"));
+    assert_true(served_cert_is(port, rot.a_cert));
+
+    /* garbage certificate */
+    FILE *f = fopen(rot.cert, "w");
+    assert_non_null(f);
+    fputs("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n", f);
+    assert_int_equal(fclose(f), 0);
+    cma_err_clear(&err);
+    assert_int_equal(cma_server_reload_tls(s, &err), CMA_ERR_TLS);
+    assert_non_null(strstr(err.msg, rot.cert));
+    assert_true(served_cert_is(port, rot.a_cert));
+
+    /* missing key file */
+    assert_int_equal(remove(rot.key), 0);
+    copy_file(rot.b_cert, rot.cert);
+    assert_int_equal(cma_server_reload_tls(s, NULL), CMA_ERR_TLS);
+    assert_true(served_cert_is(port, rot.a_cert));
+    assert_int_equal(cma_server_tls_reloads(s), 0);
+
+    /* the rotation completes: the next check takes it */
+    copy_file(rot.b_key, rot.key);
+    assert_int_equal(cma_server_reload_tls(s, NULL), CMA_OK);
+    assert_int_equal(cma_server_tls_reloads(s), 1);
+    assert_true(served_cert_is(port, rot.b_cert));
+    cma_server_stop(s);
+}
+
+static void test_cma_server_start__watcher_reloads_rotated_files(void **state)
+{
+    (void)state;
+    struct rotation rot;
+    rotation_setup(&rot, "watch");
+    struct cma_server_config cfg = base_config();
+    cfg.cert_file = rot.cert;
+    cfg.key_file = rot.key;
+    cfg.tls_reload_interval_ms = 50;
+    struct cma_server *s = start_or_fail(&cfg);
+    int port = cma_server_port(s);
+    assert_true(served_cert_is(port, rot.a_cert));
+    copy_file(rot.b_key, rot.key);
+    copy_file(rot.b_cert, rot.cert);
+    /* wait for the watcher (generous bound; usually within 100 ms) */
+    for (int i = 0; i < 600 && cma_server_tls_reloads(s) == 0; i++) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(cma_server_tls_reloads(s) >= 1);
+    assert_true(served_cert_is(port, rot.b_cert));
+    assert_false(served_cert_is(port, rot.a_cert));
+    cma_server_stop(s);
+}
+
 static bool ipv6_loopback_available(void)
 {
     int fd = socket(AF_INET6, SOCK_STREAM, 0);
@@ -1219,6 +1378,9 @@ int main(void)
         cmocka_unit_test(test_cma_server_start__rejects_bad_tls_options),
         cmocka_unit_test(test_cma_server_start__bind_errors),
         cmocka_unit_test(test_cma_server_start__dual_stack_any),
+        cmocka_unit_test(test_cma_server_reload_tls__new_handshake_sees_new_certificate),
+        cmocka_unit_test(test_cma_server_reload_tls__broken_replacement_keeps_old),
+        cmocka_unit_test(test_cma_server_start__watcher_reloads_rotated_files),
         cmocka_unit_test(test_on_request__path_arrives_raw),
         cmocka_unit_test(test_on_request__body_over_1mib_is_413),
         cmocka_unit_test(test_on_request__head_has_no_body),

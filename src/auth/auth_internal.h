@@ -1,0 +1,44 @@
+/* auth_internal.h: what authn.c and authz.c share: the struct cma_auth (owned by authn.c) and the
+ * TTL cache both webhooks use. Not a public contract. */
+#ifndef CMA_AUTH_INTERNAL_H
+#define CMA_AUTH_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cma/auth.h"
+
+/* A small TTL map from a string key to a string value (the webhook body or decision), bounded:
+ * expired entries are dropped on insert and the oldest goes when full. Thread-safe. */
+struct auth_cache_entry {
+    char *key;
+    char *value;
+    int64_t expires_ms;
+};
+struct auth_cache {
+    pthread_mutex_t lock;
+    struct auth_cache_entry *items;
+    size_t n, cap;
+};
+void cma_auth_cache_init(struct auth_cache *c, size_t cap);
+void cma_auth_cache_done(struct auth_cache *c);
+/* Copy of the value (caller frees) or NULL when absent/expired/out of memory. */
+char *cma_auth_cache_get(struct auth_cache *c, const char *key, int64_t now_ms);
+void cma_auth_cache_put(struct auth_cache *c, const char *key, const char *value,
+                        int64_t expires_ms);
+
+struct cma_auth {
+    struct cma_auth_options opts; /* string arrays borrowed from the caller's options */
+    pthread_mutex_t lock;         /* guards snap */
+    struct auth_snapshot *snap;
+    struct auth_cache token_cache;
+    struct auth_cache sar_cache;
+    pthread_t refresher;
+    bool refresher_started;
+    pthread_mutex_t stop_lock;
+    pthread_cond_t stop_cond;
+    bool stopping;
+};
+
+#endif

@@ -1,0 +1,913 @@
+/* authn.c: delegated authentication (reference §7.1) and the CA snapshot it uses.
+ * DESIGN: the trusted CAs and requestheader settings form an immutable snapshot (X509_STOREs plus
+ * names), swapped under a mutex with a reference count, so a ConfigMap re-read every 30 s takes
+ * effect for the next request without disturbing those in flight. Requests are authenticated in
+ * kube's order: requestheader (front-proxy cert verified against the requestheader CA, CN in the
+ * allowed names, identity from the X-Remote-* headers), x509 (client CA: user CN, groups O),
+ * bearer token (TokenReview, cached for success and failure alike). A presented credential that
+ * fails is an error (401); no credential at all is system:anonymous. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <jansson.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <openssl/x509_vfy.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "auth_internal.h"
+#include "cma/clock.h"
+#include "cma/kube.h"
+#include "cma/log.h"
+#include "cma/server.h"
+#include "cma/str.h"
+
+#define CONFIGMAP_PATH                                                                             \
+    "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"
+#define CA_FILE_MAX ((size_t)4 << 20)
+#define MAX_CHAIN 10
+#define CACHE_CAP 4096
+
+struct auth_snapshot {
+    unsigned refs;
+    X509_STORE *rh_store;     /* NULL = requestheader off */
+    X509_STORE *client_store; /* NULL = x509 off */
+    char *rh_pem, *client_pem;
+    char **allowed_names, **user_headers, **group_headers, **extra_prefixes;
+    size_t n_allowed_names, n_user_headers, n_group_headers, n_extra_prefixes;
+};
+
+/* ---- cache ------------------------------------------------------------------------------- */
+
+void cma_auth_cache_init(struct auth_cache *c, size_t cap)
+{
+    pthread_mutex_init(&c->lock, NULL);
+    c->items = NULL;
+    c->n = 0;
+    c->cap = cap;
+}
+
+void cma_auth_cache_done(struct auth_cache *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->items[i].key);
+        free(c->items[i].value);
+    }
+    free(c->items);
+    c->items = NULL;
+    c->n = 0;
+    pthread_mutex_destroy(&c->lock);
+}
+
+char *cma_auth_cache_get(struct auth_cache *c, const char *key, int64_t now_ms)
+{
+    char *out = NULL;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n; i++) {
+        if (strcmp(c->items[i].key, key) == 0) {
+            if (c->items[i].expires_ms > now_ms)
+                out = cma_strdup(c->items[i].value);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return out;
+}
+
+static void cache_drop(struct auth_cache *c, size_t i)
+{
+    free(c->items[i].key);
+    free(c->items[i].value);
+    c->items[i] = c->items[--c->n];
+}
+
+void cma_auth_cache_put(struct auth_cache *c, const char *key, const char *value,
+                        int64_t expires_ms)
+{
+    char *k = cma_strdup(key), *v = cma_strdup(value);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return;
+    }
+    int64_t now = cma_clock_mono_ms();
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = c->n; i-- > 0;)
+        if (c->items[i].expires_ms <= now || strcmp(c->items[i].key, key) == 0)
+            cache_drop(c, i);
+    if (c->n >= c->cap && c->n > 0) {
+        size_t oldest = 0;
+        for (size_t i = 1; i < c->n; i++)
+            if (c->items[i].expires_ms < c->items[oldest].expires_ms)
+                oldest = i;
+        cache_drop(c, oldest);
+    }
+    if (c->n == 0 || c->n % 64 == 0) {
+        struct auth_cache_entry *grown = realloc(c->items, (c->n + 64) * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&c->lock);
+            free(k);
+            free(v);
+            return;
+        }
+        c->items = grown;
+    }
+    c->items[c->n++] = (struct auth_cache_entry){.key = k, .value = v, .expires_ms = expires_ms};
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- users ------------------------------------------------------------------------------- */
+
+static void free_strv(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+void cma_user_free(struct cma_user *u)
+{
+    if (!u)
+        return;
+    free(u->name);
+    free(u->uid);
+    free_strv(u->groups, u->n_groups);
+    for (size_t i = 0; i < u->n_extra; i++) {
+        free(u->extra[i].key);
+        free_strv(u->extra[i].values, u->extra[i].n_values);
+    }
+    free(u->extra);
+    free(u);
+}
+
+static bool strv_push(char ***v, size_t *n, const char *s)
+{
+    char *d = cma_strdup(s);
+    char **grown = d ? realloc(*v, (*n + 1) * sizeof **v) : NULL;
+    if (!grown) {
+        free(d);
+        return false;
+    }
+    grown[(*n)++] = d;
+    *v = grown;
+    return true;
+}
+
+static bool user_add_extra(struct cma_user *u, const char *key, const char *value)
+{
+    for (size_t i = 0; i < u->n_extra; i++)
+        if (strcmp(u->extra[i].key, key) == 0)
+            return strv_push(&u->extra[i].values, &u->extra[i].n_values, value);
+    struct cma_user_extra *grown = realloc(u->extra, (u->n_extra + 1) * sizeof *grown);
+    if (!grown)
+        return false;
+    u->extra = grown;
+    struct cma_user_extra *e = &u->extra[u->n_extra];
+    *e = (struct cma_user_extra){.key = cma_strdup(key)};
+    if (!e->key)
+        return false;
+    u->n_extra++;
+    return strv_push(&e->values, &e->n_values, value);
+}
+
+static struct cma_user *user_new(const char *name)
+{
+    struct cma_user *u = calloc(1, sizeof *u);
+    if (u && !(u->name = cma_strdup(name))) {
+        free(u);
+        return NULL;
+    }
+    return u;
+}
+
+enum cma_errc cma_user_add_authenticated(struct cma_user *u)
+{
+    if (strcmp(u->name, "system:anonymous") == 0)
+        return CMA_OK;
+    for (size_t i = 0; i < u->n_groups; i++)
+        if (strcmp(u->groups[i], "system:authenticated") == 0 ||
+            strcmp(u->groups[i], "system:unauthenticated") == 0)
+            return CMA_OK;
+    return strv_push(&u->groups, &u->n_groups, "system:authenticated") ? CMA_OK : CMA_ERR_NOMEM;
+}
+
+/* ---- snapshots --------------------------------------------------------------------------- */
+
+static void snapshot_free(struct auth_snapshot *s)
+{
+    if (!s)
+        return;
+    X509_STORE_free(s->rh_store);
+    X509_STORE_free(s->client_store);
+    free(s->rh_pem);
+    free(s->client_pem);
+    free_strv(s->allowed_names, s->n_allowed_names);
+    free_strv(s->user_headers, s->n_user_headers);
+    free_strv(s->group_headers, s->n_group_headers);
+    free_strv(s->extra_prefixes, s->n_extra_prefixes);
+    free(s);
+}
+
+static struct auth_snapshot *snapshot_get(struct cma_auth *a)
+{
+    pthread_mutex_lock(&a->lock);
+    struct auth_snapshot *s = a->snap;
+    if (s)
+        s->refs++;
+    pthread_mutex_unlock(&a->lock);
+    return s;
+}
+
+static void snapshot_put(struct cma_auth *a, struct auth_snapshot *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&a->lock);
+    bool last = --s->refs == 0;
+    pthread_mutex_unlock(&a->lock);
+    if (last)
+        snapshot_free(s);
+}
+
+static void snapshot_swap(struct cma_auth *a, struct auth_snapshot *s)
+{
+    if (!s)
+        return;
+    s->refs = 1;
+    pthread_mutex_lock(&a->lock);
+    struct auth_snapshot *old = a->snap;
+    a->snap = s;
+    pthread_mutex_unlock(&a->lock);
+    snapshot_put(a, old);
+}
+
+/* PEM bundle → a new X509_STORE; NULL with an error when no certificate is in it. */
+static X509_STORE *store_from_pem(const char *pem, const char *what, struct cma_err *reterr)
+{
+    BIO *bio = BIO_new_mem_buf(pem, -1);
+    X509_STORE *store = X509_STORE_new();
+    if (!bio || !store) {
+        BIO_free(bio);
+        X509_STORE_free(store);
+        cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    int n = 0;
+    X509 *cert;
+    while ((cert = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+        if (X509_STORE_add_cert(store, cert) == 1)
+            n++;
+        X509_free(cert);
+    }
+    BIO_free(bio);
+    if (n == 0) {
+        X509_STORE_free(store);
+        cma_err_set(reterr, CMA_ERR_TLS, "%s: no PEM certificate in it", what);
+        return NULL;
+    }
+    return store;
+}
+
+static bool copy_strv(char **src, size_t n, const char *def, char ***dst, size_t *dn)
+{
+    if (n == 0)
+        return def ? strv_push(dst, dn, def) : true;
+    for (size_t i = 0; i < n; i++)
+        if (!strv_push(dst, dn, src[i]))
+            return false;
+    return true;
+}
+
+/* JSON array of strings in a ConfigMap value → strings. */
+static bool json_strv(const char *text, char ***dst, size_t *dn)
+{
+    json_t *root = text ? json_loads(text, 0, NULL) : NULL;
+    bool ok = json_is_array(root);
+    size_t i;
+    json_t *v;
+    json_array_foreach(root, i, v)
+    {
+        if (ok && json_is_string(v) && json_string_length(v) > 0)
+            ok = strv_push(dst, dn, json_string_value(v));
+    }
+    json_decref(root);
+    return ok;
+}
+
+/* Reads a whole PEM file (at most CA_FILE_MAX bytes) into a new string. */
+static enum cma_errc read_pem_file(const char *path, size_t max, char **ret, struct cma_err *reterr)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cma_err_set(reterr, CMA_ERR_IO, "%s: %s", path, strerror(errno));
+    struct cma_buf b;
+    cma_buf_init(&b, max);
+    char chunk[4096];
+    size_t n;
+    enum cma_errc rc = CMA_OK;
+    while (rc == CMA_OK && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        rc = cma_buf_append(&b, chunk, n);
+    bool failed = ferror(f);
+    fclose(f);
+    if (rc == CMA_OK && failed)
+        rc = CMA_ERR_IO;
+    char *out = rc == CMA_OK ? cma_strdup(cma_buf_str(&b)) : NULL;
+    cma_buf_done(&b);
+    if (!out)
+        return cma_err_set(reterr, rc == CMA_OK ? CMA_ERR_NOMEM : rc, "%s: cannot read it", path);
+    *ret = out;
+    return CMA_OK;
+}
+
+/* Builds a snapshot from the flags and, unless skip_lookup or the flags fix everything, the
+ * ConfigMap body cm (may be NULL). */
+static enum cma_errc snapshot_build(const struct cma_auth_options *o, json_t *cm,
+                                    struct auth_snapshot **ret, struct cma_err *reterr)
+{
+    struct auth_snapshot *s = calloc(1, sizeof *s);
+    if (!s)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    json_t *data = cm ? json_object_get(cm, "data") : NULL;
+    enum cma_errc rc = CMA_OK;
+    bool ok = true;
+    if (o->client_ca_file) {
+        rc = read_pem_file(o->client_ca_file, CA_FILE_MAX, &s->client_pem, reterr);
+    } else if (json_is_string(json_object_get(data, "client-ca-file"))) {
+        ok = (s->client_pem =
+                  cma_strdup(json_string_value(json_object_get(data, "client-ca-file"))));
+    }
+    if (rc == CMA_OK && ok && o->requestheader_client_ca_file) {
+        rc = read_pem_file(o->requestheader_client_ca_file, CA_FILE_MAX, &s->rh_pem, reterr);
+        ok = ok && copy_strv(o->requestheader_allowed_names, o->n_requestheader_allowed_names, NULL,
+                             &s->allowed_names, &s->n_allowed_names);
+        ok = ok && copy_strv(o->requestheader_username_headers, o->n_requestheader_username_headers,
+                             "X-Remote-User", &s->user_headers, &s->n_user_headers);
+        ok = ok && copy_strv(o->requestheader_group_headers, o->n_requestheader_group_headers,
+                             "X-Remote-Group", &s->group_headers, &s->n_group_headers);
+        ok = ok && copy_strv(o->requestheader_extra_headers_prefix,
+                             o->n_requestheader_extra_headers_prefix, "X-Remote-Extra-",
+                             &s->extra_prefixes, &s->n_extra_prefixes);
+    } else if (rc == CMA_OK && ok &&
+               json_is_string(json_object_get(data, "requestheader-client-ca-file"))) {
+        ok = (s->rh_pem = cma_strdup(
+                  json_string_value(json_object_get(data, "requestheader-client-ca-file"))));
+#define CM_STRV(key, field, nfield)                                                                \
+    ok = ok && json_strv(json_string_value(json_object_get(data, key)), &s->field, &s->nfield)
+        if (json_object_get(data, "requestheader-allowed-names"))
+            CM_STRV("requestheader-allowed-names", allowed_names, n_allowed_names);
+        if (json_object_get(data, "requestheader-username-headers"))
+            CM_STRV("requestheader-username-headers", user_headers, n_user_headers);
+        if (json_object_get(data, "requestheader-group-headers"))
+            CM_STRV("requestheader-group-headers", group_headers, n_group_headers);
+        if (json_object_get(data, "requestheader-extra-headers-prefix"))
+            CM_STRV("requestheader-extra-headers-prefix", extra_prefixes, n_extra_prefixes);
+#undef CM_STRV
+    }
+    if (rc == CMA_OK && !ok)
+        rc = cma_err_set(reterr, CMA_ERR_CONFIG_VALUE,
+                         "ConfigMap kube-system/extension-apiserver-authentication: a "
+                         "requestheader-* value is not a JSON array of strings");
+    if (rc == CMA_OK && s->client_pem && s->client_pem[0] &&
+        !(s->client_store = store_from_pem(s->client_pem, "client CA", reterr)))
+        rc = CMA_ERR_TLS;
+    if (rc == CMA_OK && s->rh_pem && s->rh_pem[0] &&
+        !(s->rh_store = store_from_pem(s->rh_pem, "requestheader client CA", reterr)))
+        rc = CMA_ERR_TLS;
+    if (rc != CMA_OK) {
+        snapshot_free(s);
+        return rc;
+    }
+    *ret = s;
+    return CMA_OK;
+}
+
+static bool needs_lookup(const struct cma_auth_options *o)
+{
+    return !o->skip_lookup && (!o->client_ca_file || !o->requestheader_client_ca_file);
+}
+
+enum cma_errc cma_auth_refresh(struct cma_auth *a, struct cma_err *reterr)
+{
+    json_t *cm = NULL;
+    if (needs_lookup(&a->opts)) {
+        if (!a->opts.authn_kube)
+            return cma_err_set(reterr, CMA_ERR_INTERNAL, "no Kubernetes client for the lookup");
+        struct cma_buf body;
+        long status = 0;
+        enum cma_errc rc = cma_kube_request(a->opts.authn_kube, "GET", CONFIGMAP_PATH, NULL, 0,
+                                            &body, &status, reterr);
+        if (rc != CMA_OK)
+            return rc;
+        if (status == 200)
+            cm = json_loadb(body.ptr ? body.ptr : "", body.len, 0, NULL);
+        cma_buf_done(&body);
+        if (status != 200 || !json_is_object(cm)) {
+            json_decref(cm);
+            return cma_err_set(reterr, CMA_ERR_KUBE_ERROR,
+                               "cannot read ConfigMap kube-system/extension-apiserver-"
+                               "authentication: HTTP %ld",
+                               status);
+        }
+    }
+    struct auth_snapshot *s = NULL;
+    enum cma_errc rc = snapshot_build(&a->opts, cm, &s, reterr);
+    json_decref(cm);
+    if (rc == CMA_OK)
+        snapshot_swap(a, s);
+    return rc;
+}
+
+static void *refresher_main(void *arg)
+{
+    struct cma_auth *a = arg;
+    int64_t every = a->opts.configmap_refresh_ms > 0 ? a->opts.configmap_refresh_ms : 30000;
+    pthread_mutex_lock(&a->stop_lock);
+    while (!a->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += every / 1000;
+        ts.tv_nsec += (long)(every % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&a->stop_cond, &a->stop_lock, &ts);
+        if (a->stopping)
+            break;
+        pthread_mutex_unlock(&a->stop_lock);
+        struct cma_err err;
+        cma_err_clear(&err);
+        if (cma_auth_refresh(a, &err) != CMA_OK)
+            cma_log_warn("authentication config: keeping the current one: %s", err.msg);
+        pthread_mutex_lock(&a->stop_lock);
+    }
+    pthread_mutex_unlock(&a->stop_lock);
+    return NULL;
+}
+
+enum cma_errc cma_auth_new(const struct cma_auth_options *o, struct cma_auth **ret,
+                           struct cma_err *reterr)
+{
+    struct cma_auth *a = calloc(1, sizeof *a);
+    if (!a)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    a->opts = *o;
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_mutex_init(&a->stop_lock, NULL);
+    pthread_cond_init(&a->stop_cond, NULL);
+    cma_auth_cache_init(&a->token_cache, CACHE_CAP);
+    cma_auth_cache_init(&a->sar_cache, CACHE_CAP);
+    struct cma_err err;
+    cma_err_clear(&err);
+    enum cma_errc rc = cma_auth_refresh(a, &err);
+    if (rc != CMA_OK && needs_lookup(o) && o->tolerate_lookup_failure) {
+        cma_log_warn("authentication config lookup failed, continuing without it "
+                     "(--authentication-tolerate-lookup-failure): %s",
+                     err.msg);
+        struct auth_snapshot *s = NULL;
+        rc = snapshot_build(o, NULL, &s, &err);
+        if (rc == CMA_OK)
+            snapshot_swap(a, s);
+    }
+    if (rc != CMA_OK) {
+        if (reterr)
+            *reterr = err;
+        cma_auth_free(a);
+        return rc;
+    }
+    if (needs_lookup(o)) {
+        if (pthread_create(&a->refresher, NULL, refresher_main, a) != 0) {
+            cma_auth_free(a);
+            return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot start the auth refresh thread");
+        }
+        a->refresher_started = true;
+    }
+    *ret = a;
+    return CMA_OK;
+}
+
+void cma_auth_free(struct cma_auth *a)
+{
+    if (!a)
+        return;
+    if (a->refresher_started) {
+        pthread_mutex_lock(&a->stop_lock);
+        a->stopping = true;
+        pthread_cond_broadcast(&a->stop_cond);
+        pthread_mutex_unlock(&a->stop_lock);
+        pthread_join(a->refresher, NULL);
+    }
+    snapshot_put(a, a->snap);
+    cma_auth_cache_done(&a->token_cache);
+    cma_auth_cache_done(&a->sar_cache);
+    pthread_mutex_destroy(&a->lock);
+    pthread_mutex_destroy(&a->stop_lock);
+    pthread_cond_destroy(&a->stop_cond);
+    free(a);
+}
+
+char *cma_auth_client_ca_pem(struct cma_auth *a)
+{
+    struct auth_snapshot *s = snapshot_get(a);
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    enum cma_errc rc = cma_buf_appends(&b, "");
+    if (s && s->rh_pem && rc == CMA_OK)
+        rc = cma_buf_printf(&b, "%s\n", s->rh_pem);
+    if (s && s->client_pem && rc == CMA_OK)
+        rc = cma_buf_printf(&b, "%s\n", s->client_pem);
+    snapshot_put(a, s);
+    char *out = rc == CMA_OK ? cma_strdup(cma_buf_str(&b)) : NULL;
+    cma_buf_done(&b);
+    return out;
+}
+
+/* ---- certificates ------------------------------------------------------------------------ */
+
+/* Verifies the peer chain against store (purpose SSL client). Owned leaf in *ret_leaf. */
+static bool verify_peer(X509_STORE *store, const struct cma_request *req, X509 **ret_leaf)
+{
+    *ret_leaf = NULL;
+    size_t n = cma_request_peer_chain_len(req);
+    if (!store || n == 0)
+        return false;
+    if (n > MAX_CHAIN)
+        n = MAX_CHAIN;
+    X509 *leaf = NULL;
+    STACK_OF(X509) *untrusted = sk_X509_new_null();
+    bool ok = untrusted != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        const unsigned char *der = NULL;
+        size_t len = 0;
+        if (cma_request_peer_chain_der(req, i, &der, &len) != CMA_OK) {
+            ok = false;
+            break;
+        }
+        X509 *c = d2i_X509(NULL, &der, (long)len);
+        if (!c) {
+            ok = false;
+            break;
+        }
+        if (i == 0)
+            leaf = c;
+        else if (!sk_X509_push(untrusted, c)) {
+            X509_free(c);
+            ok = false;
+        }
+    }
+    X509_STORE_CTX *ctx = ok ? X509_STORE_CTX_new() : NULL;
+    ok = ok && ctx && X509_STORE_CTX_init(ctx, store, leaf, untrusted) == 1 &&
+         X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT) == 1 &&
+         X509_verify_cert(ctx) == 1;
+    X509_STORE_CTX_free(ctx);
+    sk_X509_pop_free(untrusted, X509_free);
+    if (!ok) {
+        X509_free(leaf);
+        return false;
+    }
+    *ret_leaf = leaf;
+    return true;
+}
+
+/* Subject entries with nid, as UTF-8; calls back for each. */
+static bool subject_each(X509 *c, int nid, bool (*fn)(void *ctx, const char *v), void *ctx)
+{
+    X509_NAME *name = X509_get_subject_name(c);
+    int idx = -1;
+    while ((idx = X509_NAME_get_index_by_NID(name, nid, idx)) >= 0) {
+        ASN1_STRING *data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, idx));
+        unsigned char *utf8 = NULL;
+        int len = ASN1_STRING_to_UTF8(&utf8, data);
+        if (len < 0)
+            continue;
+        char *s = strndup((const char *)utf8, (size_t)len);
+        OPENSSL_free(utf8);
+        if (!s)
+            return false;
+        bool ok = fn(ctx, s);
+        free(s);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static bool take_first(void *ctx, const char *v)
+{
+    char **dst = ctx;
+    if (!*dst)
+        *dst = cma_strdup(v);
+    return *dst != NULL;
+}
+
+static bool add_group(void *ctx, const char *v)
+{
+    struct cma_user *u = ctx;
+    return strv_push(&u->groups, &u->n_groups, v);
+}
+
+/* ---- requestheader ----------------------------------------------------------------------- */
+
+struct rh_ctx {
+    const struct auth_snapshot *s;
+    struct cma_user *u;
+    char *user;
+    bool nomem;
+};
+
+static bool has_prefix_ci(const char *s, const char *prefix)
+{
+    return strncasecmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static int hexval(int c)
+{
+    return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
+}
+
+static bool rh_header(void *opaque, const char *name, const char *value)
+{
+    struct rh_ctx *c = opaque;
+    const struct auth_snapshot *s = c->s;
+    for (size_t i = 0; i < s->n_user_headers && !c->user; i++)
+        if (strcasecmp(name, s->user_headers[i]) == 0 && value[0] && !(c->user = cma_strdup(value)))
+            c->nomem = true;
+    for (size_t i = 0; i < s->n_group_headers; i++)
+        if (strcasecmp(name, s->group_headers[i]) == 0 && value[0] &&
+            !strv_push(&c->u->groups, &c->u->n_groups, value))
+            c->nomem = true;
+    for (size_t i = 0; i < s->n_extra_prefixes; i++) {
+        if (!has_prefix_ci(name, s->extra_prefixes[i]) || !value[0])
+            continue;
+        const char *raw = name + strlen(s->extra_prefixes[i]);
+        char *key = malloc(strlen(raw) + 1);
+        if (!key) {
+            c->nomem = true;
+            break;
+        }
+        size_t k = 0;
+        for (const char *p = raw; *p; p++) {
+            if (*p == '%' && hexval((unsigned char)p[1]) >= 0 && hexval((unsigned char)p[2]) >= 0) {
+                key[k++] = (char)(hexval((unsigned char)p[1]) * 16 + hexval((unsigned char)p[2]));
+                p += 2;
+            } else {
+                key[k++] = (char)tolower((unsigned char)*p);
+            }
+        }
+        key[k] = '\0';
+        if (k > 0 && !user_add_extra(c->u, key, value))
+            c->nomem = true;
+        free(key);
+        break;
+    }
+    return !c->nomem;
+}
+
+static bool name_allowed(const struct auth_snapshot *s, X509 *leaf)
+{
+    if (s->n_allowed_names == 0)
+        return true;
+    char *cn = NULL;
+    subject_each(leaf, NID_commonName, take_first, &cn);
+    bool ok = false;
+    for (size_t i = 0; cn && i < s->n_allowed_names && !ok; i++)
+        ok = strcmp(cn, s->allowed_names[i]) == 0;
+    free(cn);
+    return ok;
+}
+
+/* 1 = authenticated (*ret), 0 = not handled, -1 = error (reterr set). */
+static int auth_requestheader(const struct auth_snapshot *s, const struct cma_request *req,
+                              struct cma_user **ret, struct cma_err *reterr)
+{
+    if (!s->rh_store || cma_request_peer_chain_len(req) == 0)
+        return 0;
+    X509 *leaf = NULL;
+    if (!verify_peer(s->rh_store, req, &leaf)) {
+        /* kube: a cert that does not verify against the requestheader CA is an error for this
+         * authenticator; the x509 authenticator may still accept it (union). */
+        cma_err_set(reterr, CMA_ERR_UNAUTHORIZED,
+                    "requestheader: the client certificate does not verify against the "
+                    "requestheader client CA");
+        return -1;
+    }
+    bool allowed = name_allowed(s, leaf);
+    X509_free(leaf);
+    if (!allowed) {
+        cma_err_set(reterr, CMA_ERR_UNAUTHORIZED,
+                    "requestheader: the client certificate's CN is not in the allowed names");
+        return -1;
+    }
+    struct rh_ctx c = {.s = s, .u = calloc(1, sizeof(struct cma_user))};
+    if (!c.u) {
+        cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    cma_request_headers_each(req, rh_header, &c);
+    if (c.nomem) {
+        free(c.user);
+        cma_user_free(c.u);
+        cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    if (!c.user) {
+        cma_user_free(c.u);
+        return 0;
+    }
+    c.u->name = c.user;
+    *ret = c.u;
+    return 1;
+}
+
+static int auth_x509(const struct auth_snapshot *s, const struct cma_request *req,
+                     struct cma_user **ret, struct cma_err *reterr)
+{
+    if (!s->client_store || cma_request_peer_chain_len(req) == 0)
+        return 0;
+    X509 *leaf = NULL;
+    if (!verify_peer(s->client_store, req, &leaf)) {
+        cma_err_set(reterr, CMA_ERR_UNAUTHORIZED,
+                    "x509: the client certificate does not verify against the client CA");
+        return -1;
+    }
+    char *cn = NULL;
+    subject_each(leaf, NID_commonName, take_first, &cn);
+    struct cma_user *u = cn ? user_new(cn) : NULL;
+    free(cn);
+    bool ok = u && subject_each(leaf, NID_organizationName, add_group, u);
+    X509_free(leaf);
+    if (!ok) {
+        cma_user_free(u);
+        cma_err_set(reterr, CMA_ERR_UNAUTHORIZED, "x509: the client certificate has no CN");
+        return -1;
+    }
+    *ret = u;
+    return 1;
+}
+
+/* ---- bearer tokens ----------------------------------------------------------------------- */
+
+enum cma_errc cma_auth_parse_token_review(const char *body, size_t len, struct cma_user **ret,
+                                          struct cma_err *reterr)
+{
+    json_t *root = json_loadb(body ? body : "", body ? len : 0, 0, NULL);
+    json_t *status = json_object_get(root, "status");
+    json_t *user = json_object_get(status, "user");
+    const char *name = json_string_value(json_object_get(user, "username"));
+    if (!json_is_true(json_object_get(status, "authenticated")) || !name || !*name) {
+        const char *why = json_string_value(json_object_get(status, "error"));
+        cma_err_set(reterr, CMA_ERR_UNAUTHORIZED, "invalid bearer token%s%s", why ? ": " : "",
+                    why ? why : "");
+        json_decref(root);
+        return CMA_ERR_UNAUTHORIZED;
+    }
+    struct cma_user *u = user_new(name);
+    bool ok = u != NULL;
+    const char *uid = json_string_value(json_object_get(user, "uid"));
+    if (ok && uid && *uid)
+        ok = (u->uid = cma_strdup(uid)) != NULL;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(user, "groups"), i, v)
+    {
+        if (ok && json_is_string(v))
+            ok = strv_push(&u->groups, &u->n_groups, json_string_value(v));
+    }
+    const char *key;
+    json_t *vals;
+    json_object_foreach(json_object_get(user, "extra"), key, vals)
+    {
+        json_array_foreach(vals, i, v)
+        {
+            if (ok && json_is_string(v))
+                ok = user_add_extra(u, key, json_string_value(v));
+        }
+    }
+    json_decref(root);
+    if (!ok) {
+        cma_user_free(u);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    *ret = u;
+    return CMA_OK;
+}
+
+static const char *bearer_token(const struct cma_request *req)
+{
+    const char *h = cma_request_header(req, "Authorization");
+    if (!h)
+        return NULL;
+    while (*h == ' ')
+        h++;
+    if (strncasecmp(h, "bearer ", 7) != 0)
+        return NULL;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    return *h ? h : NULL;
+}
+
+static int auth_token(struct cma_auth *a, const struct cma_request *req, struct cma_user **ret,
+                      struct cma_err *reterr)
+{
+    const char *token = bearer_token(req);
+    if (!token)
+        return 0;
+    if (!a->opts.authn_kube) {
+        cma_err_set(reterr, CMA_ERR_UNAUTHORIZED, "bearer tokens are not accepted here");
+        return -1;
+    }
+    char *cached = cma_auth_cache_get(&a->token_cache, token, cma_clock_mono_ms());
+    struct cma_buf resp;
+    cma_buf_init(&resp, 0);
+    if (!cached) {
+        json_t *tr = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "authentication.k8s.io/v1",
+                               "kind", "TokenReview", "spec", "token", token);
+        char *body = tr ? json_dumps(tr, JSON_COMPACT) : NULL;
+        json_decref(tr);
+        if (!body) {
+            cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+            return -1;
+        }
+        long status = 0;
+        enum cma_errc rc = cma_kube_request(a->opts.authn_kube, "POST",
+                                            "/apis/authentication.k8s.io/v1/tokenreviews", body,
+                                            strlen(body), &resp, &status, reterr);
+        free(body);
+        if (rc != CMA_OK)
+            return -1;
+        if (status != 200 && status != 201) {
+            cma_buf_done(&resp);
+            cma_err_set(reterr, CMA_ERR_UNAUTHORIZED, "TokenReview answered HTTP %ld", status);
+            return -1;
+        }
+        cached = cma_strdup(cma_buf_str(&resp));
+        cma_buf_done(&resp);
+        if (!cached) {
+            cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+            return -1;
+        }
+        cma_auth_cache_put(&a->token_cache, token, cached,
+                           cma_clock_mono_ms() + a->opts.token_cache_ttl_ms);
+    }
+    enum cma_errc rc = cma_auth_parse_token_review(cached, strlen(cached), ret, reterr);
+    free(cached);
+    return rc == CMA_OK ? 1 : -1;
+}
+
+enum cma_errc cma_auth_authenticate(struct cma_auth *a, const struct cma_request *req,
+                                    struct cma_user **ret, struct cma_err *reterr)
+{
+    struct auth_snapshot *s = snapshot_get(a);
+    struct cma_err first, e;
+    cma_err_clear(&first);
+    bool errored = false;
+    struct cma_user *u = NULL;
+    int r = 0;
+    if (s) {
+        cma_err_clear(&e);
+        r = auth_requestheader(s, req, &u, &e);
+        if (r < 0 && !errored) {
+            errored = true;
+            first = e;
+        }
+        if (r <= 0) {
+            cma_err_clear(&e);
+            r = auth_x509(s, req, &u, &e);
+            if (r < 0 && !errored) {
+                errored = true;
+                first = e;
+            }
+        }
+    }
+    snapshot_put(a, s);
+    if (r <= 0) {
+        cma_err_clear(&e);
+        r = auth_token(a, req, &u, &e);
+        if (r < 0 && !errored) {
+            errored = true;
+            first = e;
+        }
+    }
+    if (r <= 0 && errored) {
+        if (reterr)
+            *reterr = first;
+        return first.code == CMA_ERR_NOMEM ? CMA_ERR_NOMEM : CMA_ERR_UNAUTHORIZED;
+    }
+    if (r <= 0) {
+        u = user_new("system:anonymous");
+        if (!u || !strv_push(&u->groups, &u->n_groups, "system:unauthenticated")) {
+            cma_user_free(u);
+            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        }
+    } else if (cma_user_add_authenticated(u) != CMA_OK) {
+        cma_user_free(u);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    *ret = u;
+    return CMA_OK;
+}

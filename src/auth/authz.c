@@ -1,0 +1,261 @@
+/* authz.c: delegated authorization (reference §7.2): system:masters and the always-allow paths
+ * skip it; everything else is a SubjectAccessReview with the attributes kube's RequestInfo gives
+ * the path, its answer cached (allowed and denied each with their TTL, keyed by the SAR body).
+ * Also the 403 Status body kube writes for a denial. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth_internal.h"
+#include "cma/clock.h"
+#include "cma/kube.h"
+#include "cma/router.h"
+#include "cma/str.h"
+
+#define SAR_PATH "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+#define SAR_CACHE_MAX_KEY 8192
+
+void cma_authz_attrs_from_route(const char *path, const struct cma_route *r,
+                                struct cma_authz_attrs *at)
+{
+    *at = (struct cma_authz_attrs){.verb = "get", .path = path};
+    if (!r)
+        return;
+    switch (r->kind) {
+    case CMA_ROUTE_CUSTOM_OBJECT:
+        at->resource_request = true;
+        at->namespace_ = r->namespace_;
+        at->resource = r->resource;
+        at->name = r->name;
+        at->subresource = r->metric;
+        break;
+    case CMA_ROUTE_CUSTOM_NAMESPACE_METRIC:
+        at->resource_request = true;
+        at->namespace_ = r->namespace_ ? r->namespace_ : r->name;
+        at->resource = "metrics";
+        at->name = r->metric;
+        break;
+    case CMA_ROUTE_EXTERNAL_METRIC:
+        at->resource_request = true;
+        at->verb = "list";
+        at->namespace_ = r->namespace_;
+        at->resource = r->metric;
+        break;
+    case CMA_ROUTE_RESOURCE_NODES:
+    case CMA_ROUTE_RESOURCE_PODS:
+        at->resource_request = true;
+        at->verb = "list";
+        at->namespace_ = r->namespace_;
+        at->resource = r->kind == CMA_ROUTE_RESOURCE_NODES ? "nodes" : "pods";
+        break;
+    case CMA_ROUTE_RESOURCE_NODE:
+    case CMA_ROUTE_RESOURCE_POD:
+        at->resource_request = true;
+        at->namespace_ = r->namespace_;
+        at->resource = r->kind == CMA_ROUTE_RESOURCE_NODE ? "nodes" : "pods";
+        at->name = r->name;
+        break;
+    default:
+        return;
+    }
+    at->group = r->group;
+    at->version = r->version;
+}
+
+static int set_str(json_t *obj, const char *key, const char *v)
+{
+    return v && *v ? json_object_set_new(obj, key, json_string(v)) : 0;
+}
+
+static json_t *sar_spec(const struct cma_user *u, const struct cma_authz_attrs *at)
+{
+    json_t *spec = json_object(), *attrs = json_object(), *groups = json_array();
+    int bad = !spec || !attrs || !groups;
+    if (!bad && at->resource_request) {
+        bad |= set_str(attrs, "namespace", at->namespace_);
+        bad |= set_str(attrs, "verb", at->verb);
+        bad |= set_str(attrs, "group", at->group);
+        bad |= set_str(attrs, "version", at->version);
+        bad |= set_str(attrs, "resource", at->resource);
+        bad |= set_str(attrs, "subresource", at->subresource);
+        bad |= set_str(attrs, "name", at->name);
+        bad |= json_object_set(spec, "resourceAttributes", attrs);
+    } else if (!bad) {
+        bad |= set_str(attrs, "path", at->path);
+        bad |= set_str(attrs, "verb", at->verb);
+        bad |= json_object_set(spec, "nonResourceAttributes", attrs);
+    }
+    json_decref(attrs);
+    if (!bad)
+        bad |= set_str(spec, "user", u->name);
+    for (size_t i = 0; !bad && i < u->n_groups; i++)
+        bad |= json_array_append_new(groups, json_string(u->groups[i]));
+    if (!bad && u->n_groups)
+        bad |= json_object_set(spec, "groups", groups);
+    json_decref(groups);
+    if (!bad && u->n_extra) {
+        json_t *extra = json_object();
+        bad |= !extra;
+        for (size_t i = 0; !bad && i < u->n_extra; i++) {
+            json_t *vals = json_array();
+            for (size_t j = 0; vals && j < u->extra[i].n_values; j++)
+                bad |= json_array_append_new(vals, json_string(u->extra[i].values[j]));
+            bad |= !vals || json_object_set_new(extra, u->extra[i].key, vals);
+        }
+        bad |= json_object_set_new(spec, "extra", extra);
+    }
+    if (!bad)
+        bad |= set_str(spec, "uid", u->uid);
+    if (bad) {
+        json_decref(spec);
+        return NULL;
+    }
+    return spec;
+}
+
+enum cma_errc cma_authz_sar_body(const struct cma_user *u, const struct cma_authz_attrs *at,
+                                 struct cma_buf *out)
+{
+    json_t *spec = sar_spec(u, at);
+    json_t *sar = spec ? json_pack("{s:s,s:s,s:{s:n},s:o,s:{s:b}}", "kind", "SubjectAccessReview",
+                                   "apiVersion", "authorization.k8s.io/v1", "metadata",
+                                   "creationTimestamp", "spec", spec, "status", "allowed", 0)
+                       : NULL;
+    char *text = sar ? json_dumps(sar, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(sar);
+    enum cma_errc rc = text ? cma_buf_appends(out, text) : CMA_ERR_NOMEM;
+    free(text);
+    return rc;
+}
+
+enum cma_errc cma_authz_forbidden_body(const struct cma_user *u, const struct cma_authz_attrs *at,
+                                       const char *reason, struct cma_buf *out)
+{
+    struct cma_buf msg;
+    cma_buf_init(&msg, 0);
+    enum cma_errc rc;
+    json_t *details = NULL;
+    if (at->resource_request) {
+        const char *name = at->name ? at->name : "";
+        rc = cma_buf_printf(&msg,
+                            "%s.%s%s%s%s is forbidden: User \"%s\" cannot %s resource \"%s%s%s\" "
+                            "in API group \"%s\" ",
+                            at->resource ? at->resource : "", at->group ? at->group : "",
+                            *name ? " \"" : "", name, *name ? "\"" : "", u->name, at->verb,
+                            at->resource ? at->resource : "", at->subresource ? "/" : "",
+                            at->subresource ? at->subresource : "", at->group ? at->group : "");
+        if (rc == CMA_OK && at->namespace_ && *at->namespace_)
+            rc = cma_buf_printf(&msg, "in the namespace \"%s\"", at->namespace_);
+        else if (rc == CMA_OK)
+            rc = cma_buf_appends(&msg, "at the cluster scope");
+        details = json_pack("{s:s,s:s,s:s}", "name", name, "group", at->group ? at->group : "",
+                            "kind", at->resource ? at->resource : "");
+        if (details && !*name)
+            json_object_del(details, "name");
+    } else {
+        rc = cma_buf_printf(&msg, "forbidden: User \"%s\" cannot %s path \"%s\"", u->name, at->verb,
+                            at->path ? at->path : "");
+    }
+    if (rc == CMA_OK && reason && *reason)
+        rc = cma_buf_printf(&msg, ": %s", reason);
+    json_t *st = rc == CMA_OK ? json_pack("{s:s,s:s,s:{},s:s,s:s,s:s}", "kind", "Status",
+                                          "apiVersion", "v1", "metadata", "status", "Failure",
+                                          "message", cma_buf_str(&msg), "reason", "Forbidden")
+                              : NULL;
+    cma_buf_done(&msg);
+    if (st && details)
+        json_object_set(st, "details", details);
+    json_decref(details);
+    if (st)
+        json_object_set_new(st, "code", json_integer(403));
+    char *text = st ? json_dumps(st, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(st);
+    rc = text ? cma_buf_printf(out, "%s\n", text) : CMA_ERR_NOMEM;
+    free(text);
+    return rc;
+}
+
+static bool path_always_allowed(const struct cma_auth *a, const char *path)
+{
+    for (size_t i = 0; path && i < a->opts.n_always_allow_paths; i++) {
+        const char *p = a->opts.always_allow_paths[i];
+        size_t n = strlen(p);
+        if (n > 0 && p[n - 1] == '*' ? strncmp(path, p, n - 1) == 0 : strcmp(path, p) == 0)
+            return true;
+    }
+    return false;
+}
+
+enum cma_errc cma_auth_authorize(struct cma_auth *a, const struct cma_user *u,
+                                 const struct cma_authz_attrs *at, enum cma_authz_decision *ret,
+                                 char **ret_reason, struct cma_err *reterr)
+{
+    if (ret_reason)
+        *ret_reason = NULL;
+    for (size_t i = 0; i < u->n_groups; i++) {
+        if (strcmp(u->groups[i], "system:masters") == 0) {
+            *ret = CMA_AUTHZ_ALLOW;
+            return CMA_OK;
+        }
+    }
+    if (!at->resource_request && path_always_allowed(a, at->path)) {
+        *ret = CMA_AUTHZ_ALLOW;
+        return CMA_OK;
+    }
+    if (!a->opts.authz_kube)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "no Kubernetes client for authorization");
+    struct cma_buf body;
+    cma_buf_init(&body, 0);
+    if (cma_authz_sar_body(u, at, &body) != CMA_OK) {
+        cma_buf_done(&body);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    bool cacheable = body.len <= SAR_CACHE_MAX_KEY;
+    char *cached = cacheable
+                       ? cma_auth_cache_get(&a->sar_cache, cma_buf_str(&body), cma_clock_mono_ms())
+                       : NULL;
+    if (!cached) {
+        struct cma_buf resp;
+        long status = 0;
+        enum cma_errc rc = cma_kube_request(a->opts.authz_kube, "POST", SAR_PATH, body.ptr,
+                                            body.len, &resp, &status, reterr);
+        if (rc != CMA_OK) {
+            cma_buf_done(&body);
+            return rc;
+        }
+        json_t *root = status >= 200 && status < 300
+                           ? json_loadb(resp.ptr ? resp.ptr : "", resp.len, 0, NULL)
+                           : NULL;
+        cma_buf_done(&resp);
+        json_t *st = json_object_get(root, "status");
+        if (!json_is_object(st)) {
+            json_decref(root);
+            cma_buf_done(&body);
+            return cma_err_set(reterr, CMA_ERR_KUBE_ERROR, "SubjectAccessReview failed: HTTP %ld",
+                               status);
+        }
+        bool allowed = json_is_true(json_object_get(st, "allowed")) &&
+                       !json_is_true(json_object_get(st, "denied"));
+        const char *reason = json_string_value(json_object_get(st, "reason"));
+        struct cma_buf val;
+        cma_buf_init(&val, 0);
+        if (cma_buf_printf(&val, "%c%s", allowed ? 'A' : 'D', reason ? reason : "") == CMA_OK)
+            cached = cma_strdup(cma_buf_str(&val));
+        cma_buf_done(&val);
+        json_decref(root);
+        if (!cached) {
+            cma_buf_done(&body);
+            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        }
+        if (cacheable)
+            cma_auth_cache_put(&a->sar_cache, cma_buf_str(&body), cached,
+                               cma_clock_mono_ms() + (allowed ? a->opts.authorized_ttl_ms
+                                                              : a->opts.unauthorized_ttl_ms));
+    }
+    cma_buf_done(&body);
+    *ret = cached[0] == 'A' ? CMA_AUTHZ_ALLOW : CMA_AUTHZ_DENY;
+    if (ret_reason && cached[1])
+        *ret_reason = cma_strdup(cached + 1);
+    free(cached);
+    return CMA_OK;
+}

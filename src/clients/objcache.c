@@ -1,0 +1,750 @@
+/* objcache.c: watch caches of Kubernetes objects (namespace, name, labels, phase) for label
+ * selector lookups, and the process's registry of them (one cache per resource).
+ *
+ * DESIGN: each object is packed into ONE allocation: a 2-byte label count followed by the
+ * NUL-terminated strings namespace, name, phase, then key/value pairs. The cache is a sorted
+ * array of pointers to these packs (by namespace, then name), guarded by a rwlock: lookups take
+ * the read lock, events the write lock (binary search, then memmove). A LIST builds a new array
+ * outside the lock and swaps it in, so requests keep reading the old state while re-listing.
+ * One thread per cache runs LIST, then WATCH from the list's resourceVersion (bookmarks move
+ * it on); a 410 Gone (HTTP or ERROR event) re-lists; a broken stream reconnects from the last
+ * resourceVersion after a backoff of 200 ms doubling to 30 s, with jitter, reset once a watch
+ * delivered an event. This module logs (reconnects, re-lists). */
+#include "cma/objcache.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cma/clock.h"
+#include "cma/kube.h"
+#include "cma/log.h"
+#include "cma/selector.h"
+#include "cma/str.h"
+
+#define RV_MAX 64
+#define WATCH_TIMEOUT_S 300
+#define BACKOFF_FIRST_MS 200
+#define BACKOFF_MAX_MS 30000
+#define MAX_LABELS 65535
+
+struct cma_objcache {
+    struct cma_kube *kube;
+    char *group, *version, *resource;
+    pthread_rwlock_t lock;
+    char **objs; /* packed objects, sorted by namespace/name */
+    size_t n, cap;
+    size_t bytes; /* packed bytes */
+    char rv[RV_MAX];
+    bool synced;
+    size_t lists, watches;
+    /* thread */
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+    pthread_mutex_t wait_lock;
+    pthread_cond_t wait_cond;
+};
+
+/* ---- packed objects ---------------------------------------------------------------------- */
+
+static size_t pack_labels(const char *p)
+{
+    return (size_t)(unsigned char)p[0] | ((size_t)(unsigned char)p[1] << 8);
+}
+static const char *pack_ns(const char *p)
+{
+    return p + 2;
+}
+static const char *pack_name(const char *p)
+{
+    return pack_ns(p) + strlen(pack_ns(p)) + 1;
+}
+static const char *pack_phase(const char *p)
+{
+    return pack_name(p) + strlen(pack_name(p)) + 1;
+}
+
+static size_t pack_size(const char *p)
+{
+    const char *s = pack_phase(p);
+    s += strlen(s) + 1;
+    for (size_t i = 0, n = pack_labels(p) * 2; i < n; i++)
+        s += strlen(s) + 1;
+    return (size_t)(s - p);
+}
+
+static char *pack(const char *ns, const char *name, const char *phase, char *const *keys,
+                  char *const *values, size_t n_labels)
+{
+    if (n_labels > MAX_LABELS)
+        return NULL;
+    ns = ns ? ns : "";
+    phase = phase ? phase : "";
+    size_t size = 2 + strlen(ns) + 1 + strlen(name) + 1 + strlen(phase) + 1;
+    for (size_t i = 0; i < n_labels; i++)
+        size += strlen(keys[i]) + 1 + strlen(values[i]) + 1;
+    char *p = malloc(size);
+    if (!p)
+        return NULL;
+    p[0] = (char)(n_labels & 0xff);
+    p[1] = (char)(n_labels >> 8);
+    char *w = p + 2;
+    const char *parts[3] = {ns, name, phase};
+    for (size_t i = 0; i < 3; i++) {
+        size_t l = strlen(parts[i]) + 1;
+        memcpy(w, parts[i], l);
+        w += l;
+    }
+    for (size_t i = 0; i < n_labels; i++) {
+        size_t kl = strlen(keys[i]) + 1, vl = strlen(values[i]) + 1;
+        memcpy(w, keys[i], kl);
+        w += kl;
+        memcpy(w, values[i], vl);
+        w += vl;
+    }
+    return p;
+}
+
+static int cmp_key(const char *p, const char *ns, const char *name)
+{
+    int c = strcmp(pack_ns(p), ns);
+    return c ? c : strcmp(pack_name(p), name);
+}
+
+static int cmp_packs(const void *a, const void *b)
+{
+    const char *pa = *(char *const *)a, *pb = *(char *const *)b;
+    return cmp_key(pa, pack_ns(pb), pack_name(pb));
+}
+
+/* Index of the first object >= (ns, name). */
+static size_t lower_bound(char **objs, size_t n, const char *ns, const char *name)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_key(objs[mid], ns, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static const char *pack_label(void *ctx, const char *key)
+{
+    const char *p = ctx;
+    size_t n = pack_labels(p);
+    const char *s = pack_phase(p);
+    s += strlen(s) + 1;
+    for (size_t i = 0; i < n; i++) {
+        const char *k = s;
+        const char *v = k + strlen(k) + 1;
+        if (strcmp(k, key) == 0)
+            return v;
+        s = v + strlen(v) + 1;
+    }
+    return NULL;
+}
+
+static void free_packs(char **objs, size_t n)
+{
+    if (!objs)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(objs[i]);
+    free(objs);
+}
+
+/* ---- construction ------------------------------------------------------------------------ */
+
+enum cma_errc cma_objcache_new(struct cma_kube *kube, const char *group, const char *version,
+                               const char *resource, struct cma_objcache **ret,
+                               struct cma_err *reterr)
+{
+    struct cma_objcache *c = calloc(1, sizeof(*c));
+    if (!c)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    c->kube = kube;
+    c->group = cma_strdup(group ? group : "");
+    c->version = cma_strdup(version ? version : "");
+    c->resource = cma_strdup(resource ? resource : "");
+    bool locks = pthread_rwlock_init(&c->lock, NULL) == 0;
+    if (locks && pthread_mutex_init(&c->wait_lock, NULL) != 0) {
+        pthread_rwlock_destroy(&c->lock);
+        locks = false;
+    }
+    if (locks && pthread_cond_init(&c->wait_cond, NULL) != 0) {
+        pthread_mutex_destroy(&c->wait_lock);
+        pthread_rwlock_destroy(&c->lock);
+        locks = false;
+    }
+    if (!c->group || !c->version || !c->resource || !locks) {
+        free(c->group);
+        free(c->version);
+        free(c->resource);
+        free(c);
+        return cma_err_set(reterr, locks ? CMA_ERR_NOMEM : CMA_ERR_INTERNAL,
+                           "cannot create the cache of %s", resource ? resource : "");
+    }
+    atomic_init(&c->stop, false);
+    *ret = c;
+    return CMA_OK;
+}
+
+void cma_objcache_free(struct cma_objcache *c)
+{
+    if (!c)
+        return;
+    if (c->started) {
+        pthread_mutex_lock(&c->wait_lock);
+        atomic_store(&c->stop, true);
+        pthread_cond_broadcast(&c->wait_cond);
+        pthread_mutex_unlock(&c->wait_lock);
+        pthread_join(c->thread, NULL);
+    }
+    free_packs(c->objs, c->n);
+    pthread_cond_destroy(&c->wait_cond);
+    pthread_mutex_destroy(&c->wait_lock);
+    pthread_rwlock_destroy(&c->lock);
+    free(c->group);
+    free(c->version);
+    free(c->resource);
+    free(c);
+}
+
+/* ---- reads ------------------------------------------------------------------------------- */
+
+bool cma_objcache_is_synced(struct cma_objcache *c)
+{
+    pthread_rwlock_rdlock(&c->lock);
+    bool synced = c->synced;
+    pthread_rwlock_unlock(&c->lock);
+    return synced;
+}
+
+size_t cma_objcache_count(struct cma_objcache *c)
+{
+    pthread_rwlock_rdlock(&c->lock);
+    size_t n = c->n;
+    pthread_rwlock_unlock(&c->lock);
+    return n;
+}
+
+size_t cma_objcache_bytes(struct cma_objcache *c)
+{
+    pthread_rwlock_rdlock(&c->lock);
+    size_t b = c->bytes + c->cap * sizeof(*c->objs);
+    pthread_rwlock_unlock(&c->lock);
+    return b;
+}
+
+size_t cma_objcache_lists(struct cma_objcache *c)
+{
+    pthread_rwlock_rdlock(&c->lock);
+    size_t n = c->lists;
+    pthread_rwlock_unlock(&c->lock);
+    return n;
+}
+
+size_t cma_objcache_watches(struct cma_objcache *c)
+{
+    pthread_rwlock_rdlock(&c->lock);
+    size_t n = c->watches;
+    pthread_rwlock_unlock(&c->lock);
+    return n;
+}
+
+void cma_objcache_resource_version(struct cma_objcache *c, char *out, size_t out_len)
+{
+    if (!out_len)
+        return;
+    pthread_rwlock_rdlock(&c->lock);
+    snprintf(out, out_len, "%s", c->rv);
+    pthread_rwlock_unlock(&c->lock);
+}
+
+enum cma_errc cma_objcache_list_names(struct cma_objcache *c, const char *namespace_,
+                                      const struct cma_selector *selector, char ***ret_names,
+                                      size_t *ret_n, struct cma_err *reterr)
+{
+    const char *ns = namespace_ && namespace_[0] ? namespace_ : NULL;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    enum cma_errc rc = CMA_OK;
+    pthread_rwlock_rdlock(&c->lock);
+    size_t i = ns ? lower_bound(c->objs, c->n, ns, "") : 0;
+    for (; i < c->n; i++) {
+        const char *p = c->objs[i];
+        if (ns && strcmp(pack_ns(p), ns) != 0)
+            break;
+        if (selector && !cma_selector_matches(selector, pack_label, (void *)p))
+            continue;
+        if (n == cap) {
+            size_t want = cap ? cap * 2 : 16;
+            char **grown = realloc(names, want * sizeof(*names));
+            if (!grown) {
+                rc = CMA_ERR_NOMEM;
+                break;
+            }
+            names = grown;
+            cap = want;
+        }
+        if (!(names[n] = cma_strdup(pack_name(p)))) {
+            rc = CMA_ERR_NOMEM;
+            break;
+        }
+        n++;
+    }
+    pthread_rwlock_unlock(&c->lock);
+    if (rc == CMA_OK && !names && !(names = calloc(1, sizeof(*names))))
+        rc = CMA_ERR_NOMEM;
+    if (rc != CMA_OK) {
+        free_packs(names, n);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    *ret_names = names;
+    *ret_n = n;
+    return CMA_OK;
+}
+
+/* ---- writes ------------------------------------------------------------------------------ */
+
+struct list_build {
+    char **objs;
+    size_t n, cap, bytes;
+};
+
+static enum cma_errc build_add(void *ctx, const struct cma_kube_object *objs, size_t n,
+                               struct cma_err *reterr)
+{
+    struct list_build *lb = ctx;
+    if (lb->n + n > lb->cap) {
+        size_t want = lb->cap ? lb->cap : 64;
+        while (want < lb->n + n)
+            want *= 2;
+        char **grown = realloc(lb->objs, want * sizeof(*grown));
+        if (!grown)
+            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        lb->objs = grown;
+        lb->cap = want;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct cma_kube_object *o = &objs[i];
+        char *p =
+            pack(o->namespace_, o->name, o->phase, o->label_names, o->label_values, o->n_labels);
+        if (!p)
+            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        lb->objs[lb->n++] = p;
+        lb->bytes += pack_size(p);
+    }
+    return CMA_OK;
+}
+
+/* Sorts the built array (dropping duplicates) and swaps it in. */
+static void install(struct cma_objcache *c, struct list_build *lb, const char *rv)
+{
+    if (lb->n > 1)
+        qsort(lb->objs, lb->n, sizeof(*lb->objs), cmp_packs);
+    size_t w = 0;
+    for (size_t i = 0; i < lb->n; i++) {
+        if (w && cmp_packs(&lb->objs[w - 1], &lb->objs[i]) == 0) {
+            lb->bytes -= pack_size(lb->objs[w - 1]);
+            free(lb->objs[w - 1]);
+            lb->objs[w - 1] = lb->objs[i];
+            continue;
+        }
+        lb->objs[w++] = lb->objs[i];
+    }
+    lb->n = w;
+    pthread_rwlock_wrlock(&c->lock);
+    char **old = c->objs;
+    size_t old_n = c->n;
+    c->objs = lb->objs;
+    c->n = lb->n;
+    c->cap = lb->cap;
+    c->bytes = lb->bytes;
+    snprintf(c->rv, sizeof(c->rv), "%s", rv ? rv : "");
+    c->synced = true;
+    c->lists++;
+    pthread_rwlock_unlock(&c->lock);
+    free_packs(old, old_n);
+    memset(lb, 0, sizeof(*lb));
+}
+
+enum cma_errc cma_objcache_replace(struct cma_objcache *c, const struct cma_kube_object *objs,
+                                   size_t n, const char *resource_version, struct cma_err *reterr)
+{
+    struct list_build lb = {0};
+    enum cma_errc rc = build_add(&lb, objs, n, reterr);
+    if (rc != CMA_OK) {
+        free_packs(lb.objs, lb.n);
+        return rc;
+    }
+    install(c, &lb, resource_version);
+    return CMA_OK;
+}
+
+/* Inserts or replaces p (owned from here on). Write lock held. */
+static enum cma_errc upsert_locked(struct cma_objcache *c, char *p)
+{
+    size_t i = lower_bound(c->objs, c->n, pack_ns(p), pack_name(p));
+    if (i < c->n && cmp_packs(&c->objs[i], &p) == 0) {
+        c->bytes -= pack_size(c->objs[i]);
+        free(c->objs[i]);
+        c->objs[i] = p;
+        c->bytes += pack_size(p);
+        return CMA_OK;
+    }
+    if (c->n == c->cap) {
+        size_t want = c->cap ? c->cap * 2 : 64;
+        char **grown = realloc(c->objs, want * sizeof(*grown));
+        if (!grown) {
+            free(p);
+            return CMA_ERR_NOMEM;
+        }
+        c->objs = grown;
+        c->cap = want;
+    }
+    memmove(&c->objs[i + 1], &c->objs[i], (c->n - i) * sizeof(*c->objs));
+    c->objs[i] = p;
+    c->n++;
+    c->bytes += pack_size(p);
+    return CMA_OK;
+}
+
+static void remove_locked(struct cma_objcache *c, const char *ns, const char *name)
+{
+    size_t i = lower_bound(c->objs, c->n, ns, name);
+    if (i >= c->n || cmp_key(c->objs[i], ns, name) != 0)
+        return;
+    c->bytes -= pack_size(c->objs[i]);
+    free(c->objs[i]);
+    memmove(&c->objs[i], &c->objs[i + 1], (c->n - i - 1) * sizeof(*c->objs));
+    c->n--;
+}
+
+/* The packed form of a watch event's object. */
+static enum cma_errc pack_json(const json_t *obj, char **ret, struct cma_err *reterr)
+{
+    const json_t *meta = json_object_get(obj, "metadata");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    const char *phase = json_string_value(json_object_get(json_object_get(obj, "status"), "phase"));
+    const json_t *labels = json_object_get(meta, "labels");
+    if (!name)
+        return cma_err_set(reterr, CMA_ERR_KUBE_ERROR, "watch event object has no metadata.name");
+    if (labels && !json_is_object(labels) && !json_is_null(labels))
+        return cma_err_set(reterr, CMA_ERR_KUBE_ERROR,
+                           "watch event object's metadata.labels is not an object");
+    size_t n = json_object_size(labels);
+    if (n > MAX_LABELS)
+        return cma_err_set(reterr, CMA_ERR_KUBE_ERROR, "watch event object has too many labels");
+    char **keys = calloc(n ? n : 1, sizeof(*keys));
+    char **values = calloc(n ? n : 1, sizeof(*values));
+    if (!keys || !values) {
+        free(keys);
+        free(values);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    size_t i = 0;
+    const char *key;
+    const json_t *value;
+    enum cma_errc rc = CMA_OK;
+    json_object_foreach((json_t *)labels, key, value)
+    {
+        const char *v = json_string_value(value);
+        if (i >= n)
+            break;
+        if (!v) {
+            rc = cma_err_set(reterr, CMA_ERR_KUBE_ERROR,
+                             "watch event object's label %s is not a string", key);
+            break;
+        }
+        keys[i] = (char *)key;
+        values[i] = (char *)v;
+        i++;
+    }
+    if (rc == CMA_OK && !(*ret = pack(ns, name, phase, keys, values, i)))
+        rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    free(keys);
+    free(values);
+    return rc;
+}
+
+enum cma_errc cma_objcache_apply_event(struct cma_objcache *c, const char *line, size_t len,
+                                       bool *ret_gone, struct cma_err *reterr)
+{
+    *ret_gone = false;
+    json_error_t jerr;
+    json_t *root = json_loadb(line, len, 0, &jerr);
+    if (!root)
+        return cma_err_set(reterr, CMA_ERR_KUBE_ERROR, "watch event is not JSON: %s", jerr.text);
+    const char *type = json_string_value(json_object_get(root, "type"));
+    const json_t *obj = json_object_get(root, "object");
+    enum cma_errc rc = CMA_OK;
+    if (!type || !json_is_object(obj)) {
+        rc = cma_err_set(reterr, CMA_ERR_KUBE_ERROR, "watch event without type or object");
+    } else if (strcmp(type, "ERROR") == 0) {
+        json_int_t code = json_integer_value(json_object_get(obj, "code"));
+        const char *msg = json_string_value(json_object_get(obj, "message"));
+        if (code == 410)
+            *ret_gone = true;
+        else
+            rc = cma_err_set(reterr, CMA_ERR_KUBE_ERROR, "watch ERROR event (code %lld): %s",
+                             (long long)code, msg ? msg : "");
+    } else {
+        const char *rv =
+            json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+        bool bookmark = strcmp(type, "BOOKMARK") == 0;
+        bool deleted = strcmp(type, "DELETED") == 0;
+        bool upsert = strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0;
+        char *p = NULL;
+        if (!bookmark && !deleted && !upsert)
+            rc = cma_err_set(reterr, CMA_ERR_KUBE_ERROR, "unknown watch event type %.32s", type);
+        else if (!bookmark)
+            rc = pack_json(obj, &p, reterr);
+        if (rc == CMA_OK) {
+            pthread_rwlock_wrlock(&c->lock);
+            if (upsert) {
+                rc = upsert_locked(c, p);
+            } else if (deleted) {
+                remove_locked(c, pack_ns(p), pack_name(p));
+                free(p);
+            }
+            if (rc == CMA_OK && rv && rv[0])
+                snprintf(c->rv, sizeof(c->rv), "%s", rv);
+            pthread_rwlock_unlock(&c->lock);
+            if (rc != CMA_OK)
+                rc = cma_err_set(reterr, rc, "out of memory");
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* ---- the LIST+WATCH thread --------------------------------------------------------------- */
+
+struct watch_ctx {
+    struct cma_objcache *c;
+    bool gone;
+    bool got_event;
+};
+
+static bool watch_should_stop(void *ctx)
+{
+    struct watch_ctx *wc = ctx;
+    return atomic_load(&wc->c->stop) || wc->gone;
+}
+
+static enum cma_errc watch_line(void *ctx, const char *line, size_t len, struct cma_err *reterr)
+{
+    struct watch_ctx *wc = ctx;
+    bool gone = false;
+    enum cma_errc rc = cma_objcache_apply_event(wc->c, line, len, &gone, reterr);
+    if (gone)
+        wc->gone = true;
+    else if (rc == CMA_OK)
+        wc->got_event = true;
+    return rc;
+}
+
+/* Waits ms or until stopped; true when stopped. */
+static bool sleep_or_stop(struct cma_objcache *c, int64_t ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(ms / 1000);
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->wait_lock);
+    while (!atomic_load(&c->stop)) {
+        if (pthread_cond_timedwait(&c->wait_cond, &c->wait_lock, &until) == ETIMEDOUT)
+            break;
+    }
+    bool stopped = atomic_load(&c->stop);
+    pthread_mutex_unlock(&c->wait_lock);
+    return stopped;
+}
+
+static int64_t jitter(int64_t ms, unsigned *seed)
+{
+    /* ±20 % */
+    int64_t span = ms / 5;
+    if (span <= 0)
+        return ms;
+    return ms - span + (int64_t)(rand_r(seed) % (unsigned)(2 * span + 1));
+}
+
+static void *cache_thread(void *arg)
+{
+    struct cma_objcache *c = arg;
+    unsigned seed = (unsigned)cma_clock_mono_ms() ^ (unsigned)(uintptr_t)c;
+    int64_t backoff = BACKOFF_FIRST_MS;
+    bool need_list = true;
+    while (!atomic_load(&c->stop)) {
+        struct cma_err err = {0};
+        if (need_list) {
+            struct list_build lb = {0};
+            char *rv = NULL;
+            long status = 0;
+            enum cma_errc rc = cma_kube_list_pages(c->kube, c->group, c->version, c->resource,
+                                                   build_add, &lb, &rv, &status, &err);
+            if (rc != CMA_OK) {
+                free_packs(lb.objs, lb.n);
+                cma_log_warn("cache of %s: LIST failed (retry in %lld ms): %s", c->resource,
+                             (long long)backoff, err.msg);
+                if (sleep_or_stop(c, jitter(backoff, &seed)))
+                    break;
+                backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+                continue;
+            }
+            install(c, &lb, rv);
+            cma_log_v(4, "cache of %s: listed %zu objects at resourceVersion %s", c->resource,
+                      cma_objcache_count(c), rv);
+            free(rv);
+            need_list = false;
+            backoff = BACKOFF_FIRST_MS;
+        }
+        char rv[RV_MAX];
+        cma_objcache_resource_version(c, rv, sizeof(rv));
+        struct watch_ctx wc = {.c = c};
+        struct cma_kube_watch_handler h = {
+            .on_line = watch_line, .should_stop = watch_should_stop, .ctx = &wc};
+        long status = 0;
+        pthread_rwlock_wrlock(&c->lock);
+        c->watches++;
+        pthread_rwlock_unlock(&c->lock);
+        enum cma_errc rc = cma_kube_watch(c->kube, c->group, c->version, c->resource, rv,
+                                          WATCH_TIMEOUT_S, &h, &status, &err);
+        if (atomic_load(&c->stop))
+            break;
+        if (wc.gone || status == 410) {
+            cma_log_v(2, "cache of %s: resourceVersion %s is gone: re-listing", c->resource, rv);
+            need_list = true;
+            continue;
+        }
+        if (status >= 400 && status < 500 && status != 410 && status != 429) {
+            /* Refused (no watch permission, no watch support): the state can go stale, so
+             * requests go back to live LISTs; 400/405 will not change, the others may. */
+            pthread_rwlock_wrlock(&c->lock);
+            c->synced = false;
+            pthread_rwlock_unlock(&c->lock);
+            cma_log_warn("cache of %s: watch refused (HTTP %ld), using live LISTs: %s", c->resource,
+                         status, err.msg);
+            if (status == 400 || status == 405)
+                break;
+            need_list = true;
+        }
+        if (wc.got_event)
+            backoff = BACKOFF_FIRST_MS;
+        if (rc == CMA_OK && wc.got_event)
+            continue; /* clean end (timeoutSeconds): watch again at once */
+        if (rc != CMA_OK)
+            cma_log_warn("cache of %s: watch failed (reconnect in %lld ms): %s", c->resource,
+                         (long long)backoff, err.msg);
+        if (sleep_or_stop(c, jitter(backoff, &seed)))
+            break;
+        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+    }
+    return NULL;
+}
+
+enum cma_errc cma_objcache_start(struct cma_objcache *c, struct cma_err *reterr)
+{
+    if (!c->kube)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "a cache without a kube client cannot watch");
+    if (c->started)
+        return CMA_OK;
+    if (pthread_create(&c->thread, NULL, cache_thread, c) != 0)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot start the watch thread of %s",
+                           c->resource);
+    c->started = true;
+    return CMA_OK;
+}
+
+/* ---- registry ---------------------------------------------------------------------------- */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    struct cma_kube *kube;
+    struct cma_objcache **caches;
+    size_t n;
+} registry; /* guarded by registry_lock */
+
+/* Lock held. */
+static struct cma_objcache *registry_find_or_add(const char *group, const char *version,
+                                                 const char *resource)
+{
+    for (size_t i = 0; i < registry.n; i++) {
+        struct cma_objcache *c = registry.caches[i];
+        if (strcmp(c->group, group) == 0 && strcmp(c->version, version) == 0 &&
+            strcmp(c->resource, resource) == 0)
+            return c;
+    }
+    struct cma_objcache **grown =
+        realloc(registry.caches, (registry.n + 1) * sizeof(*registry.caches));
+    if (!grown)
+        return NULL;
+    registry.caches = grown;
+    struct cma_objcache *c = NULL;
+    struct cma_err err = {0};
+    if (cma_objcache_new(registry.kube, group, version, resource, &c, &err) != CMA_OK || !c)
+        return NULL;
+    if (cma_objcache_start(c, &err) != CMA_OK) {
+        cma_log_warn("cache of %s: %s", resource, err.msg);
+        cma_objcache_free(c);
+        return NULL;
+    }
+    registry.caches[registry.n++] = c;
+    return c;
+}
+
+enum cma_errc cma_objcache_registry_start(struct cma_kube *kube, struct cma_err *reterr)
+{
+    if (!kube)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "watch caches need a kube client");
+    pthread_mutex_lock(&registry_lock);
+    if (!registry.kube)
+        registry.kube = kube;
+    struct cma_objcache *pods = registry_find_or_add("", "v1", "pods");
+    pthread_mutex_unlock(&registry_lock);
+    if (!pods)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "cannot start the pod cache");
+    return CMA_OK;
+}
+
+void cma_objcache_registry_stop(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    struct cma_objcache **caches = registry.caches;
+    size_t n = registry.n;
+    registry.caches = NULL;
+    registry.n = 0;
+    registry.kube = NULL;
+    pthread_mutex_unlock(&registry_lock);
+    for (size_t i = 0; i < n; i++)
+        cma_objcache_free(caches[i]);
+    free(caches);
+}
+
+struct cma_objcache *cma_objcache_registry_get(const char *group, const char *version,
+                                               const char *resource)
+{
+    if (!version || !version[0] || !resource || !resource[0])
+        return NULL;
+    pthread_mutex_lock(&registry_lock);
+    struct cma_objcache *c =
+        registry.kube ? registry_find_or_add(group ? group : "", version, resource) : NULL;
+    pthread_mutex_unlock(&registry_lock);
+    return c;
+}

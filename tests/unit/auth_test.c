@@ -1,0 +1,216 @@
+/* auth_test.c: unit tests of the auth stage's pure parts: TokenReview parsing, the group adder,
+ * RequestInfo attributes per route, the SubjectAccessReview body and the 403 Status body. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../src/auth/auth_internal.h"
+#include "cma/auth.h"
+#include "cma/server.h"
+#include "cma/router.h"
+
+static const char *const REVIEW_OK =
+    "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"TokenReview\",\"status\":{"
+    "\"authenticated\":true,\"user\":{\"username\":\"system:serviceaccount:ml:metrics-client\","
+    "\"uid\":\"u1\",\"groups\":[\"system:serviceaccounts\",\"system:authenticated\"],"
+    "\"extra\":{\"authentication.kubernetes.io/pod-name\":[\"p1\"]}}}}";
+
+static void test_cma_auth_parse_token_review__authenticated(void **state)
+{
+    (void)state;
+    struct cma_user *u = NULL;
+    assert_int_equal(cma_auth_parse_token_review(REVIEW_OK, strlen(REVIEW_OK), &u, NULL), CMA_OK);
+    assert_string_equal(u->name, "system:serviceaccount:ml:metrics-client");
+    assert_string_equal(u->uid, "u1");
+    assert_int_equal(u->n_groups, 2);
+    assert_int_equal(u->n_extra, 1);
+    assert_string_equal(u->extra[0].values[0], "p1");
+    assert_int_equal(cma_user_add_authenticated(u), CMA_OK);
+    assert_int_equal(u->n_groups, 2); /* already there */
+    cma_user_free(u);
+}
+
+static void test_cma_auth_parse_token_review__rejected(void **state)
+{
+    (void)state;
+    const char *body = "{\"status\":{\"authenticated\":false,\"error\":\"invalid bearer token\"}}";
+    struct cma_user *u = NULL;
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_auth_parse_token_review(body, strlen(body), &u, &err),
+                     CMA_ERR_UNAUTHORIZED);
+    assert_null(u);
+    assert_non_null(strstr(err.msg, "invalid bearer token"));
+    assert_int_equal(cma_auth_parse_token_review("garbage", 7, &u, NULL), CMA_ERR_UNAUTHORIZED);
+}
+
+static void test_cma_authz_sar_body__custom_object(void **state)
+{
+    (void)state;
+    struct cma_route *r = NULL;
+    assert_int_equal(
+        cma_router_parse(
+            "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/pods/*/http_requests", &r,
+            NULL),
+        CMA_OK);
+    struct cma_authz_attrs at;
+    cma_authz_attrs_from_route("/x", r, &at);
+    char *groups[] = {"g1", "system:authenticated"};
+    struct cma_user u = {.name = "alice", .groups = groups, .n_groups = 2};
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    assert_int_equal(cma_authz_sar_body(&u, &at, &b), CMA_OK);
+    const char *s = cma_buf_str(&b);
+    assert_non_null(
+        strstr(s, "\"resourceAttributes\":{\"namespace\":\"default\",\"verb\":\"get\","
+                  "\"group\":\"custom.metrics.k8s.io\",\"version\":\"v1beta1\","
+                  "\"resource\":\"pods\",\"subresource\":\"http_requests\",\"name\":\"*\"}"));
+    assert_non_null(strstr(s, "\"user\":\"alice\",\"groups\":[\"g1\",\"system:authenticated\"]"));
+    cma_buf_clear(&b);
+    assert_int_equal(cma_authz_forbidden_body(&u, &at, NULL, &b), CMA_OK);
+    assert_non_null(strstr(cma_buf_str(&b),
+                           "pods.custom.metrics.k8s.io \\\"*\\\" is forbidden: User \\\"alice\\\" "
+                           "cannot get resource \\\"pods/http_requests\\\" in API group "
+                           "\\\"custom.metrics.k8s.io\\\" in the namespace \\\"default\\\""));
+    cma_buf_done(&b);
+    cma_route_free(r);
+}
+
+static void test_cma_authz_attrs_from_route__external_is_list(void **state)
+{
+    (void)state;
+    struct cma_route *r = NULL;
+    assert_int_equal(
+        cma_router_parse("/apis/external.metrics.k8s.io/v1beta1/namespaces/ns/queue_len", &r, NULL),
+        CMA_OK);
+    struct cma_authz_attrs at;
+    cma_authz_attrs_from_route("/p", r, &at);
+    assert_true(at.resource_request);
+    assert_string_equal(at.verb, "list");
+    assert_string_equal(at.resource, "queue_len");
+    assert_string_equal(at.namespace_, "ns");
+    cma_route_free(r);
+}
+
+static void test_cma_authz_forbidden_body__non_resource(void **state)
+{
+    (void)state;
+    struct cma_route *r = NULL;
+    assert_int_equal(cma_router_parse("/openapi/v2", &r, NULL), CMA_OK);
+    struct cma_authz_attrs at;
+    cma_authz_attrs_from_route("/openapi/v2", r, &at);
+    assert_false(at.resource_request);
+    struct cma_user u = {.name = "bob"};
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    assert_int_equal(cma_authz_forbidden_body(&u, &at, NULL, &b), CMA_OK);
+    assert_non_null(
+        strstr(cma_buf_str(&b), "forbidden: User \\\"bob\\\" cannot get path \\\"/openapi/v2\\\""));
+    cma_buf_clear(&b);
+    assert_int_equal(cma_authz_sar_body(&u, &at, &b), CMA_OK);
+    assert_non_null(strstr(
+        cma_buf_str(&b), "\"nonResourceAttributes\":{\"path\":\"/openapi/v2\",\"verb\":\"get\"}"));
+    cma_buf_done(&b);
+    cma_route_free(r);
+}
+
+static void test_cma_auth_cache_get__expired_and_replaced(void **state)
+{
+    (void)state;
+    struct auth_cache c;
+    cma_auth_cache_init(&c, 2);
+    cma_auth_cache_put(&c, "k1", "v1", INT64_MAX);
+    cma_auth_cache_put(&c, "k1", "v1b", INT64_MAX);
+    char *v = cma_auth_cache_get(&c, "k1", 0);
+    assert_string_equal(v, "v1b");
+    free(v);
+    cma_auth_cache_put(&c, "k2", "v2", 5);
+    assert_null(cma_auth_cache_get(&c, "k2", 5)); /* expired at its deadline */
+    cma_auth_cache_put(&c, "k3", "v3", INT64_MAX - 1);
+    cma_auth_cache_put(&c, "k4", "v4", INT64_MAX - 2); /* full: the oldest deadline goes */
+    assert_true(c.n <= 2);
+    v = cma_auth_cache_get(&c, "k4", 0);
+    assert_string_equal(v, "v4");
+    free(v);
+    cma_auth_cache_done(&c);
+}
+
+static void test_cma_auth_authenticate__no_credentials_is_anonymous(void **state)
+{
+    (void)state;
+    char *paths[] = {"/healthz", "/debug/*"};
+    struct cma_auth_options o = {
+        .skip_lookup = true, .always_allow_paths = paths, .n_always_allow_paths = 2};
+    struct cma_auth *a = NULL;
+    assert_int_equal(cma_auth_new(&o, &a, NULL), CMA_OK);
+    struct cma_request req = {.method = "GET", .path = "/healthz"};
+    struct cma_user *u = NULL;
+    assert_int_equal(cma_auth_authenticate(a, &req, &u, NULL), CMA_OK);
+    assert_string_equal(u->name, "system:anonymous");
+    assert_int_equal(u->n_groups, 1);
+    assert_string_equal(u->groups[0], "system:unauthenticated");
+    enum cma_authz_decision d = CMA_AUTHZ_DENY;
+    struct cma_authz_attrs at = {.verb = "get", .path = "/healthz"};
+    assert_int_equal(cma_auth_authorize(a, u, &at, &d, NULL, NULL), CMA_OK);
+    assert_int_equal(d, CMA_AUTHZ_ALLOW);
+    at.path = "/debug/x";
+    d = CMA_AUTHZ_DENY;
+    assert_int_equal(cma_auth_authorize(a, u, &at, &d, NULL, NULL), CMA_OK);
+    assert_int_equal(d, CMA_AUTHZ_ALLOW);
+    /* /healthz/ping is not /healthz; without a SAR client that is an error, never an allow */
+    at.path = "/healthz/ping";
+    assert_int_not_equal(cma_auth_authorize(a, u, &at, &d, NULL, NULL), CMA_OK);
+    cma_user_free(u);
+    char *pem = cma_auth_client_ca_pem(a);
+    assert_string_equal(pem, "");
+    free(pem);
+    cma_auth_free(a);
+}
+
+static void test_cma_auth_authorize__masters_skip_sar(void **state)
+{
+    (void)state;
+    struct cma_auth_options o = {.skip_lookup = true};
+    struct cma_auth *a = NULL;
+    assert_int_equal(cma_auth_new(&o, &a, NULL), CMA_OK);
+    char *groups[] = {"system:masters"};
+    struct cma_user u = {.name = "system:kube-aggregator", .groups = groups, .n_groups = 1};
+    struct cma_authz_attrs at = {.resource_request = true, .verb = "get", .resource = "pods"};
+    enum cma_authz_decision d = CMA_AUTHZ_DENY;
+    assert_int_equal(cma_auth_authorize(a, &u, &at, &d, NULL, NULL), CMA_OK);
+    assert_int_equal(d, CMA_AUTHZ_ALLOW);
+    cma_auth_free(a);
+}
+
+static void test_cma_auth_new__bad_ca_file(void **state)
+{
+    (void)state;
+    struct cma_auth_options o = {.skip_lookup = true, .client_ca_file = "/nonexistent/ca.crt"};
+    struct cma_auth *a = NULL;
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_not_equal(cma_auth_new(&o, &a, &err), CMA_OK);
+    assert_null(a);
+    assert_non_null(strstr(err.msg, "/nonexistent/ca.crt"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cma_auth_parse_token_review__authenticated),
+        cmocka_unit_test(test_cma_auth_parse_token_review__rejected),
+        cmocka_unit_test(test_cma_authz_sar_body__custom_object),
+        cmocka_unit_test(test_cma_authz_attrs_from_route__external_is_list),
+        cmocka_unit_test(test_cma_authz_forbidden_body__non_resource),
+        cmocka_unit_test(test_cma_auth_cache_get__expired_and_replaced),
+        cmocka_unit_test(test_cma_auth_authenticate__no_credentials_is_anonymous),
+        cmocka_unit_test(test_cma_auth_authorize__masters_skip_sar),
+        cmocka_unit_test(test_cma_auth_new__bad_ca_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
