@@ -14,6 +14,7 @@
  * at once and relists against the new mapper. */
 #include "cma/discovery.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,6 +383,9 @@ static void *discovery_main(void *arg)
         else
             cma_log_warn("unable to update list of all metrics: %s; %s", err.msg,
                          had ? "keeping the previous catalog" : "no catalog yet, retrying");
+        /* A relist frees its caches and the previous snapshot; return those pages to the
+         * system instead of keeping them in this thread's malloc arena until the next relist. */
+        malloc_trim(0);
         if (wait_or_stop(d, rc == CMA_OK || had ? d->cfg.relist_interval_ms
                                                 : (d->cfg.retry_ms ? d->cfg.retry_ms : 5000)))
             break;
