@@ -453,8 +453,9 @@ class Cluster:
         running_template = next(p for p in self.pods if p["metadata"]["name"] == "bert-0")
         pending = fixtures.json("pods-ml-bert-pending.json")
         pending_template = next(p for p in pending["items"] if p["metadata"]["name"] == "bert-0")
+        by_key = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in self.pods}
         for spec in extra_pods:
-            self._apply_extra_pod(spec, running_template, pending_template)
+            self._apply_extra_pod(spec, running_template, pending_template, by_key)
         self.pods.sort(key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
         self.nodes = self._synthesise_nodes()
         self.namespaces = self._namespaces(fixtures)
@@ -465,15 +466,14 @@ class Cluster:
         self.rv += 1
         return str(self.rv)
 
-    def _apply_extra_pod(self, spec, running_template, pending_template):
+    def _apply_extra_pod(self, spec, running_template, pending_template, by_key):
         try:
             namespace, name = spec["namespace"], spec["name"]
         except (KeyError, TypeError):
             raise SystemExit("fake_kube_apiserver: extra pod needs namespace and name: %r" % (spec,))
         labels = dict(sorted((spec.get("labels") or {}).items()))
         phase = spec.get("phase", "Running")
-        existing = next((p for p in self.pods if p["metadata"]["name"] == name
-                         and p["metadata"]["namespace"] == namespace), None)
+        existing = by_key.get((namespace, name))
         if existing is not None:
             pod = existing
         else:
@@ -484,6 +484,7 @@ class Cluster:
             pod["metadata"]["uid"] = str(uuid.uuid5(UUID_NAMESPACE, "%s/%s" % (namespace, name)))
             pod["metadata"]["resourceVersion"] = self.next_rv()
             self.pods.append(pod)
+            by_key[(namespace, name)] = pod
         if "labels" in spec:
             pod["metadata"]["labels"] = labels
         pod["status"]["phase"] = phase
