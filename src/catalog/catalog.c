@@ -205,43 +205,34 @@ size_t cma_catalog_builder_count(const struct cma_catalog_builder *b)
 
 static int cmp_entry_names(const void *a, const void *b)
 {
-    const char *const *x = a, *const *y = b;
-    return strcmp(*x, *y);
+    const struct cma_resource_entry *x = a, *y = b;
+    return strcmp(x->name, y->name);
 }
 
+/* Encodes one APIResourceList, sorted by name so the output is stable across relists. */
 static enum cma_errc encode_doc(struct cma_catalog *c, int slot, const char *group_version,
                                 const struct entry_table *t, const char *kind,
                                 struct cma_err *reterr)
 {
     static const char *const verbs[] = {"get"};
-    char **names = calloc(t->n + 1, sizeof(*names));
     struct cma_resource_entry *entries = calloc(t->n + 1, sizeof(*entries));
-    enum cma_errc rc = (!names || !entries) ? CMA_ERR_NOMEM : CMA_OK;
+    enum cma_errc rc = entries ? CMA_OK : CMA_ERR_NOMEM;
     size_t n = 0;
     for (size_t i = 0; rc == CMA_OK && i < t->n; i++) {
         const struct cma_catalog_entry *e = &t->items[i];
-        char gr[512];
+        char gr[512] = "";
         if (e->resource)
             cma_restmapper_group_resource(e->resource, gr, sizeof(gr));
-        /* name first so qsort by the string orders the list; namespaced kept beside it */
-        size_t len = e->resource ? strlen(gr) + 1 + strlen(e->metric) : strlen(e->metric);
-        names[n] = malloc(len + 2);
-        if (!names[n]) {
+        char *name = NULL;
+        if ((e->resource ? asprintf(&name, "%s/%s", gr, e->metric)
+                         : asprintf(&name, "%s", e->metric)) < 0) {
             rc = CMA_ERR_NOMEM;
             break;
         }
-        if (e->resource)
-            snprintf(names[n], len + 2, "%s/%s", gr, e->metric);
-        else
-            snprintf(names[n], len + 2, "%s", e->metric);
-        names[n][len + 1] = e->namespaced ? 'T' : 'F'; /* flag after the NUL */
-        n++;
+        entries[n++] = (struct cma_resource_entry){name, e->namespaced, kind, verbs, 1};
     }
     if (rc == CMA_OK) {
-        qsort(names, n, sizeof(*names), cmp_entry_names);
-        for (size_t i = 0; i < n; i++)
-            entries[i] = (struct cma_resource_entry){
-                names[i], names[i][strlen(names[i]) + 1] == 'T', kind, verbs, 1};
+        qsort(entries, n, sizeof(*entries), cmp_entry_names);
         struct cma_buf out;
         cma_buf_init(&out, 0);
         rc = cma_encode_api_resource_list(group_version, entries, n, &out, reterr);
@@ -251,8 +242,7 @@ static enum cma_errc encode_doc(struct cma_catalog *c, int slot, const char *gro
             rc = CMA_ERR_NOMEM;
     }
     for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
+        free((char *)entries[i].name);
     free(entries);
     if (rc != CMA_OK)
         return cma_err_set(reterr, rc, "cannot encode the discovery document");
