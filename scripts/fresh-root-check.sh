@@ -64,8 +64,17 @@ for m in proc sys dev dev/pts; do
   mounts+=("$dir/$m")
 done
 cp /etc/resolv.conf "$dir/etc/resolv.conf"
+# A new machine of this workplace trusts the same extra CAs as this one (its egress proxy signs the
+# npm registry's certificate) and has the same CA environment variables: carry both into the root.
+# ca-certificates, which setup.sh installs, adds these CAs to /etc/ssl/certs/ca-certificates.crt.
+mkdir -p "$dir/usr/local/share/ca-certificates"
+cp /usr/local/share/ca-certificates/*.crt "$dir/usr/local/share/ca-certificates/" 2>/dev/null
+ca_env=()
+for v in NODE_EXTRA_CA_CERTS SSL_CERT_FILE SSL_CERT_DIR CURL_CA_BUNDLE GIT_SSL_CAINFO; do
+  [ -z "${!v:-}" ] || ca_env+=("$v=${!v}")
+done
 
-in_root() { chroot "$dir" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+in_root() { chroot "$dir" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 "${ca_env[@]}" \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
 
 echo "fresh-root-check: apt-get install git"

