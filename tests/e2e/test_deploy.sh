@@ -6,7 +6,11 @@
 # --disable-*-metrics flags) are exactly the registered ones; the ConfigMap's config passes
 # --check-config; the Deployment's args are flags the adapter accepts (--check-config); every
 # namespaced object is in custom-metrics except the kube-system RoleBinding; the HPA controller
-# is bound to read each registered custom/external group and only those.
+# is bound to read each registered custom/external group and only those; every overlay keeps the
+# production defaults (2 replicas spread over nodes, a PodDisruptionBudget that selects them,
+# system-cluster-critical, /livez and /readyz probes, requests and a memory limit, a restricted
+# securityContext, --cert-dir on a writable volume).
+# kubectl is the pinned one from scripts/tools.sh: Debian's 1.20 lacks Components and `-o`.
 # asan: no
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -14,6 +18,19 @@ cd "$(dirname "$0")/../.." || exit 1
 source tests/lib/common.sh
 bin=$(cma_adapter_bin)
 tmp=$(cma_tmp)
+if ! tools=$("$CMA_ROOT/scripts/tools.sh"); then
+  t_fail "scripts/tools.sh installs the pinned kubectl"
+  t_summary
+  exit 1
+fi
+KUBECTL=$tools/kubectl
+# must NAME CMD...: t_ok that also returns whether CMD succeeded (t_ok returns 0 either way), for
+# checks that later steps depend on.
+must() {
+  local failed=$T_FAIL
+  t_ok "$@"
+  [ "$T_FAIL" -eq "$failed" ]
+}
 
 C=custom.metrics.k8s.io
 E=external.metrics.k8s.io
@@ -22,7 +39,7 @@ R=metrics.k8s.io
 # facts DIR RENDERED: writes what the checks below compare, one file each, into DIR.
 facts() {
   python3 - "$1" "$2" <<'PY'
-import os, sys, yaml
+import json, os, sys, yaml
 out, rendered = sys.argv[1], sys.argv[2]
 docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
 kinds = {}
@@ -101,12 +118,74 @@ write("dangling-role-refs", " ".join(dangling) or "none")
 agg = roles.get("system:aggregated-metrics-reader")
 write("aggregated-reader", "absent" if agg is None else " ".join(sorted(
     k.rsplit("/", 1)[1] for k, v in agg["metadata"].get("labels", {}).items() if v == "true")))
+
+# production defaults, one "what=value" line each (compared with PRODUCTION below)
+pod = dep["spec"]["template"]
+spec = pod["spec"]
+c = containers[0]
+labels = pod["metadata"].get("labels", {})
+def selects(sel):
+    return "yes" if sel and all(labels.get(k) == v for k, v in sel.get("matchLabels", {}).items()) \
+        and not sel.get("matchExpressions") else "no"
+def flag(name):
+    return next((a.split("=", 1)[1] for a in args if a.startswith("--" + name + "=")), None)
+ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+def probe(p):
+    h = (p or {}).get("httpGet", {})
+    port = h.get("port")
+    secure = ports.get(port, port) == int(flag("secure-port") or 6443)
+    return "%s %s on the secure port: %s" % (h.get("scheme"), h.get("path"), "yes" if secure else "no")
+pdbs = kinds.get("PodDisruptionBudget", [])
+pdb = pdbs[0]["spec"] if len(pdbs) == 1 else {}
+spread = spec.get("topologySpreadConstraints", [])
+res = c.get("resources", {})
+sc = c.get("securityContext", {})
+cert_dir = flag("cert-dir") or ""
+empty_dirs = {v["name"] for v in spec.get("volumes", []) if "emptyDir" in v}
+writable = any(m["name"] in empty_dirs and not m.get("readOnly")
+               and (cert_dir + "/").startswith(m["mountPath"].rstrip("/") + "/")
+               for m in c.get("volumeMounts", []))
+def j(v):
+    return json.dumps(v, sort_keys=True)
+lines = [
+    "replicas=%s" % dep["spec"].get("replicas"),
+    "strategy=%s" % j(dep["spec"].get("strategy")),
+    "pdb=%d, maxUnavailable %s, minAvailable %s, unhealthyPodEvictionPolicy %s, selects the pods: %s" % (
+        len(pdbs), pdb.get("maxUnavailable"), pdb.get("minAvailable"),
+        pdb.get("unhealthyPodEvictionPolicy"), selects(pdb.get("selector"))),
+    "priorityClassName=%s" % spec.get("priorityClassName"),
+    "spread=%s" % "; ".join("%s maxSkew %s %s nodeTaintsPolicy %s selects the pods: %s" % (
+        t["topologyKey"], t["maxSkew"], t["whenUnsatisfiable"], t.get("nodeTaintsPolicy"),
+        selects(t.get("labelSelector"))) for t in spread),
+    "livenessProbe=%s" % probe(c.get("livenessProbe")),
+    "readinessProbe=%s" % probe(c.get("readinessProbe")),
+    "requests=%s" % j(res.get("requests")),
+    "limits=%s" % j(res.get("limits")),
+    "securityContext=%s" % j(sc),
+    "cert-dir on a writable emptyDir=%s" % ("yes" if writable else "no"),
+    "automountServiceAccountToken=%s" % spec.get("automountServiceAccountToken"),
+]
+write("production", "\n".join(lines))
 PY
 }
 
+# What every overlay's Deployment must carry (docs/operations.md, "Deploying").
+PRODUCTION='replicas=2
+strategy={"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}, "type": "RollingUpdate"}
+pdb=1, maxUnavailable 1, minAvailable None, unhealthyPodEvictionPolicy AlwaysAllow, selects the pods: yes
+priorityClassName=system-cluster-critical
+spread=kubernetes.io/hostname maxSkew 1 DoNotSchedule nodeTaintsPolicy Honor selects the pods: yes
+livenessProbe=HTTPS /livez on the secure port: yes
+readinessProbe=HTTPS /readyz on the secure port: yes
+requests={"cpu": "50m", "memory": "32Mi"}
+limits={"memory": "128Mi"}
+securityContext={"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": true, "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}}
+cert-dir on a writable emptyDir=yes
+automountServiceAccountToken=True'
+
 # --- base and components ----------------------------------------------------------------------------
 mkdir -p "$tmp/base"
-if t_ok "kustomize renders deploy/base" kubectl kustomize deploy/base -o "$tmp/base/all.yaml"; then
+if must "kustomize renders deploy/base" "$KUBECTL" kustomize deploy/base -o "$tmp/base/all.yaml"; then
   facts "$tmp/base" "$tmp/base/all.yaml"
   t_eq "deploy/base registers no APIService" "" "$(cat "$tmp/base/apiservices")"
   t_ok "deploy/base: the ConfigMap's config passes --check-config" \
@@ -133,8 +212,8 @@ done
 check_overlay() {
   local name=$1 want_apis=$2 want_groups=$3 want_flags=$4 want_agg=$5 dir="$tmp/$1" args
   mkdir -p "$dir"
-  if ! t_ok "$name: kustomize renders deploy/overlays/$name" \
-    kubectl kustomize "deploy/overlays/$name" -o "$dir/all.yaml"; then
+  if ! must "$name: kustomize renders deploy/overlays/$name" \
+    "$KUBECTL" kustomize "deploy/overlays/$name" -o "$dir/all.yaml"; then
     return
   fi
   facts "$dir" "$dir/all.yaml"
@@ -154,11 +233,13 @@ check_overlay() {
   t_eq "$name: every binding references a ClusterRole that exists" none \
     "$(cat "$dir/dangling-role-refs")"
   t_eq "$name: namespaced objects are in custom-metrics, the auth-reader RoleBinding in kube-system" \
-    "ConfigMap/custom-metrics-adapter-config=custom-metrics Deployment/custom-metrics-adapter=custom-metrics RoleBinding/custom-metrics-adapter-auth-reader=kube-system Service/custom-metrics-adapter=custom-metrics ServiceAccount/custom-metrics-adapter=custom-metrics" \
+    "ConfigMap/custom-metrics-adapter-config=custom-metrics Deployment/custom-metrics-adapter=custom-metrics PodDisruptionBudget/custom-metrics-adapter=custom-metrics RoleBinding/custom-metrics-adapter-auth-reader=kube-system Service/custom-metrics-adapter=custom-metrics ServiceAccount/custom-metrics-adapter=custom-metrics" \
     "$(cat "$dir/namespaced-objects")"
   t_eq "$name: bindings name the adapter's service account in its namespace" yes \
     "$(cat "$dir/sa-subjects-ok")"
   t_eq "$name: the Deployment mounts the ConfigMap" yes "$(cat "$dir/config-mounted")"
+  t_eq "$name: production defaults (replicas, PDB, spread, priority, probes, resources, securityContext)" \
+    "$PRODUCTION" "$(cat "$dir/production")"
   t_ok "$name: the ConfigMap's config passes --check-config" \
     "$bin" --config="$dir/config.yaml" --check-config
   mapfile -t args <"$dir/args"
@@ -206,7 +287,7 @@ PY
 cab="$tmp/ca-bundle"
 mkdir -p "$cab"
 cp -r deploy "$cab/"
-if t_ok "ca-bundle: openssl makes a CA certificate" openssl req -x509 -newkey ec \
+if must "ca-bundle: openssl makes a CA certificate" openssl req -x509 -newkey ec \
   -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=test-aggregator-ca \
   -keyout "$cab/ca.key" -out "$cab/deploy/components/ca-bundle/ca.crt"; then
   mkdir -p "$cab/deploy/overlays/with-ca"
@@ -220,8 +301,8 @@ components:
 - ../../components/external-metrics
 - ../../components/ca-bundle
 YAML
-  if t_ok "ca-bundle: kustomize renders an overlay with the component" \
-    kubectl kustomize "$cab/deploy/overlays/with-ca" -o "$cab/all.yaml"; then
+  if must "ca-bundle: kustomize renders an overlay with the component" \
+    "$KUBECTL" kustomize "$cab/deploy/overlays/with-ca" -o "$cab/all.yaml"; then
     t_eq "ca-bundle: every APIService has caBundle = base64(ca.crt) and insecureSkipTLSVerify false" \
       "v1beta1.custom.metrics.k8s.io=ok v1beta1.external.metrics.k8s.io=ok v1beta2.custom.metrics.k8s.io=ok" \
       "$(python3 - "$cab/all.yaml" "$cab/deploy/components/ca-bundle/ca.crt" <<'PY'

@@ -503,7 +503,8 @@ t_fail() {
   T_FAILED+=("$name")
   printf 'FAIL %s\n' "$name"
   [ $# -gt 0 ] && printf '     %s\n' "$@"
-  return 0
+  # Non-zero, so `if t_ok ...` / `t_eq ... || ...` see the failure (the count is kept either way).
+  return 1
 }
 
 # t_ok NAME CMD...: passes when CMD exits 0 (its output is shown on failure).
