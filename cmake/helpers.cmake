@@ -31,11 +31,13 @@ function(cma_add_fuzzer name)
     target_link_options(${name} PRIVATE -fsanitize=fuzzer)
     target_link_libraries(${name} PRIVATE ${ARG_LIBS})
   elseif(CMA_BUILD_TESTS)
-    # Without libFuzzer, the same entry point replays the seed corpus as a test.
+    # Without libFuzzer, the same entry point replays the seed corpus and every input a fuzzing
+    # run found (tests/fuzz/regressions/<target>/, written by scripts/fuzz.sh) as a test.
     add_executable(${name}_replay ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/fuzz/replay_main.c)
     target_link_libraries(${name}_replay PRIVATE ${ARG_LIBS})
     add_test(NAME ${name}_replay
-             COMMAND ${name}_replay ${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/${name})
+             COMMAND ${name}_replay ${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/${name}
+                     ${PROJECT_SOURCE_DIR}/tests/fuzz/regressions/${name})
   endif()
 endfunction()
 

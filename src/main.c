@@ -7,16 +7,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cma/app.h"
 #include "cma/auth.h"
 #include "cma/catalog.h"
+#include "cma/clock.h"
 #include "cma/config.h"
 #include "cma/discovery.h"
 #include "cma/kube.h"
 #include "cma/objcache.h"
 #include "cma/log.h"
 #include "cma/options.h"
+#include "cma/persist.h"
 #include "cma/prom.h"
 #include "cma/rule.h"
 #include "cma/server.h"
@@ -59,6 +62,7 @@ struct runtime {
     struct cma_prom *prom;
     struct cma_kube *kube;
     struct cma_catalog_store *store;
+    struct cma_persist *catalog_cache; /* NULL: --catalog-cache-file is off */
     struct cma_discovery *discovery;
     struct cma_server *server;
     char *basic_password;
@@ -93,6 +97,7 @@ static void runtime_done(struct runtime *rt)
     auth_list_free(&rt->allow_paths);
     cma_discovery_stop(rt->discovery);
     cma_catalog_store_free(rt->store);
+    cma_persist_free(rt->catalog_cache);
     cma_objcache_registry_stop();
     cma_kube_free(rt->kube);
     cma_prom_free(rt->prom);
@@ -100,6 +105,26 @@ static void runtime_done(struct runtime *rt)
     cma_config_free(rt->cfg);
     cma_options_free(rt->opts);
     free(rt->basic_password);
+}
+
+/* Logs the config's warnings (rules prometheus-adapter would load but cannot serve, ...): as
+ * warnings, or as errors that stop start-up with --strict-config. */
+static int log_config_warnings(const struct runtime *rt)
+{
+    size_t n = rt->rules->n_warnings;
+    bool strict = rt->opts->strict_config;
+    for (size_t i = 0; i < n; i++) {
+        if (strict)
+            cma_log_error("%s", rt->rules->warnings[i]);
+        else
+            cma_log_warn("%s", rt->rules->warnings[i]);
+    }
+    if (strict && n > 0) {
+        cma_log_error("%s: %zu config warning%s and --strict-config: not starting",
+                      rt->opts->config, n, n == 1 ? "" : "s");
+        return 1;
+    }
+    return 0;
 }
 
 static int load_rules(struct runtime *rt)
@@ -116,8 +141,8 @@ static int load_rules(struct runtime *rt)
         log_err(NULL, &err);
         return 1;
     }
-    for (size_t i = 0; i < rt->rules->n_warnings; i++)
-        cma_log_warn("%s", rt->rules->warnings[i]);
+    if (log_config_warnings(rt) != 0)
+        return 1;
     if (cma_options_validate(rt->opts, rt->rules->n_rules > 0, &err) != CMA_OK) {
         log_err(NULL, &err);
         return 1;
@@ -156,8 +181,10 @@ static int start_clients(struct runtime *rt)
         .client_key_file = o->prometheus_client_tls_key_file,
         .insecure_skip_verify = o->prometheus_insecure_skip_tls_verify,
         .timeout_ms = o->prometheus_timeout_ms,
+        .series_timeout_ms = o->prometheus_series_timeout_ms,
         .connect_timeout_ms = o->prometheus_connect_timeout_ms,
         .max_response_bytes = (size_t)o->prometheus_max_response_bytes,
+        .max_bytes_in_flight = (size_t)o->prometheus_max_bytes_in_flight,
     };
     if (cma_prom_new(&pc, &rt->prom, &err) != CMA_OK) {
         log_err("prometheus client", &err);
@@ -304,6 +331,81 @@ static int start_auth(struct runtime *rt)
     return 0;
 }
 
+/* The store's publish hook (discovery thread): writes each new catalog to the cache file. */
+static void save_catalog(void *ctx, const struct cma_catalog *c)
+{
+    struct cma_persist *p = ctx;
+    struct cma_err err;
+    cma_err_clear(&err);
+    bool written = false;
+    if (cma_persist_save(p, c, &written, &err) != CMA_OK)
+        cma_log_warn("catalog cache: cannot write %s: %s; the previous file stays",
+                     cma_persist_path(p), err.msg);
+    else if (written)
+        cma_log_v(2, "catalog cache: wrote %s", cma_persist_path(p));
+}
+
+/* The catalog cache's fingerprint: the config file's bytes and what decides which series a
+ * relist finds (backend URL and headers, the effective max age, the cluster). */
+static enum cma_errc cache_fingerprint(const struct runtime *rt,
+                                       uint8_t fp[CMA_PERSIST_FINGERPRINT_LEN], struct cma_err *err)
+{
+    const struct cma_options *o = rt->opts;
+    int64_t max_age_ms =
+        o->metrics_max_age_ms ? o->metrics_max_age_ms : o->metrics_relist_interval_ms;
+    char max_age[32];
+    snprintf(max_age, sizeof(max_age), "%lld", (long long)max_age_ms);
+    size_t n = 3 + o->n_prometheus_headers;
+    const char **parts = calloc(n, sizeof(*parts));
+    if (!parts)
+        return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+    parts[0] = o->prometheus_url;
+    parts[1] = max_age;
+    parts[2] = cma_kube_server(rt->kube);
+    for (size_t i = 0; i < o->n_prometheus_headers; i++)
+        parts[3 + i] = o->prometheus_headers[i];
+    enum cma_errc rc = cma_persist_fingerprint(o->config, parts, n, fp, err);
+    free(parts);
+    return rc;
+}
+
+/* --catalog-cache-file: publishes the cached catalog before the first relist (discovery answers
+ * at once after a restart, even with the backend down) and writes every later one. A missing
+ * file is normal on a first start; any other unusable file is ignored with one warning. */
+static void start_catalog_cache(struct runtime *rt)
+{
+    const char *path = rt->opts->catalog_cache_file;
+    if (!path || !path[0])
+        return;
+    struct cma_err err;
+    cma_err_clear(&err);
+    uint8_t fp[CMA_PERSIST_FINGERPRINT_LEN];
+    if (cache_fingerprint(rt, fp, &err) != CMA_OK ||
+        cma_persist_new(path, fp, &rt->catalog_cache, &err) != CMA_OK) {
+        cma_log_warn("catalog cache: off: %s", err.msg);
+        return;
+    }
+    struct cma_catalog *c = NULL;
+    enum cma_errc rc = cma_persist_load(rt->catalog_cache, rt->rules, &c, &err);
+    if (rc == CMA_OK) {
+        char when[21];
+        cma_log_info("catalog cache: serving %zu custom and %zu external metrics from %s (listed "
+                     "%s) until the first successful relist",
+                     cma_catalog_count(c), cma_catalog_count_external(c), path,
+                     cma_clock_format_rfc3339(cma_catalog_built_ms(c), when));
+        cma_catalog_store_publish(rt->store, c);
+    } else if (rc == CMA_ERR_NOT_FOUND) {
+        cma_log_info("catalog cache: %s does not exist yet; the first successful relist writes "
+                     "it",
+                     path);
+    } else {
+        char line[1024];
+        cma_err_format_pos(&err, line, sizeof(line));
+        cma_log_warn("catalog cache ignored: %s; discovery waits for the first relist", line);
+    }
+    cma_catalog_store_on_publish(rt->store, save_catalog, rt->catalog_cache);
+}
+
 static int start_serving(struct runtime *rt, struct cma_app *app)
 {
     struct cma_err err;
@@ -311,6 +413,7 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
     const struct cma_options *o = rt->opts;
     if (cma_catalog_store_new(&rt->store) != CMA_OK)
         return 1;
+    start_catalog_cache(rt);
     struct cma_discovery_config dc = {
         .prom = rt->prom,
         .kube = rt->kube,
@@ -365,6 +468,12 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         .tls_min_version = o->tls_min_version,
         .tls_cipher_suites = o->tls_cipher_suites,
         .max_connections = (unsigned)o->max_connections,
+        .max_connections_per_client = (unsigned)o->max_connections_per_client,
+        .max_requests_inflight = (unsigned)o->max_requests_inflight,
+        .tls_handshake_timeout_ms = o->tls_handshake_timeout_ms,
+        .request_header_timeout_ms = o->request_header_timeout_ms,
+        .keep_alive_timeout_ms = o->keep_alive_timeout_ms,
+        .max_request_header_bytes = (size_t)o->max_request_header_bytes,
         .client_ca_file = rt->client_ca_union[0] ? rt->client_ca_union : NULL,
     };
     if (cma_server_start(&sc, cma_app_handle, app, &rt->server, &err) != CMA_OK) {
@@ -375,11 +484,42 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
     return 0;
 }
 
+/* The prometheus-community prometheus-adapter chart passes "/adapter" as the first container
+ * argument (upstream's flag parser skips non-flag arguments); dropping it makes this image a
+ * drop-in for that chart. Only the first argument, only that exact string: anything else that is
+ * not a flag stays an error. */
+static void drop_chart_argument(int *argc, char ***argv)
+{
+    if (*argc > 1 && strcmp((*argv)[1], "/adapter") == 0) {
+        (*argv)[1] = (*argv)[0];
+        (*argv)++;
+        (*argc)--;
+    }
+}
+
+/* Graceful shutdown: new connections are refused at once; requests already received get up
+ * to --shutdown-grace-period. Handlers still running then use everything main owns, so the
+ * process exits without tearing down (status 0: the shutdown was asked for). */
+static void drain_or_exit(struct runtime *rt, int sig)
+{
+    int64_t grace = rt->opts->shutdown_grace_period_ms;
+    cma_log_info("received signal %d, shutting down: no new connections, up to %lldms for "
+                 "requests in flight",
+                 sig, (long long)grace);
+    if (cma_server_drain(rt->server, grace))
+        return;
+    cma_log_warn("requests still in flight after --shutdown-grace-period=%lldms; exiting anyway",
+                 (long long)grace);
+    fflush(NULL);
+    _exit(0);
+}
+
 int main(int argc, char **argv)
 {
     struct runtime rt = {0};
     struct cma_err err;
     cma_err_clear(&err);
+    drop_chart_argument(&argc, &argv);
     if (cma_options_parse(argc, argv, &rt.opts, stderr, &err) != CMA_OK) {
         fprintf(stderr, "Error: %s\nRun '%s --help' for usage.\n", err.msg, argv[0]);
         return 2;
@@ -405,9 +545,13 @@ int main(int argc, char **argv)
         return 1;
     }
     if (rt.opts->check_config) {
-        printf("%s: OK: %zu rules, %zu externalRules, resourceRules %s\n", rt.opts->config,
+        size_t n_warnings = rt.rules->n_warnings;
+        printf("%s: OK: %zu rules, %zu externalRules, resourceRules %s", rt.opts->config,
                rt.rules->n_rules, rt.rules->n_external_rules,
                rt.rules->has_resource_rules ? "present" : "absent");
+        if (n_warnings > 0)
+            printf("; %zu warning%s (on stderr)", n_warnings, n_warnings == 1 ? "" : "s");
+        putchar('\n');
         runtime_done(&rt);
         return 0;
     }
@@ -427,7 +571,7 @@ int main(int argc, char **argv)
     if (rc == 0) {
         int sig = 0;
         sigwait(&sigs, &sig);
-        cma_log_info("received signal %d, shutting down", sig);
+        drain_or_exit(&rt, sig);
     }
     runtime_done(&rt);
     return rc;

@@ -61,6 +61,8 @@ const struct cma_catalog_entry *cma_catalog_lookup_external(const struct cma_cat
 size_t cma_catalog_count(const struct cma_catalog *c); /* custom entries */
 size_t cma_catalog_count_external(const struct cma_catalog *c);
 const struct cma_catalog_entry *cma_catalog_entry_at(const struct cma_catalog *c, size_t i);
+/* The i-th external entry, NULL past the end. */
+const struct cma_catalog_entry *cma_catalog_external_at(const struct cma_catalog *c, size_t i);
 struct cma_restmapper *cma_catalog_mapper(const struct cma_catalog *c); /* borrowed */
 int64_t cma_catalog_built_ms(const struct cma_catalog *c);
 
@@ -77,5 +79,10 @@ void cma_catalog_store_free(struct cma_catalog_store *s);
 struct cma_catalog *cma_catalog_store_get(struct cma_catalog_store *s);
 /* Publishes c (takes the caller's reference) and drops the store's reference to the old one. */
 void cma_catalog_store_publish(struct cma_catalog_store *s, struct cma_catalog *c);
+/* Called after each publish on the publishing thread, outside the store's lock, with a reference
+ * held for the call (persist.c writes the snapshot to disk). Set before the store is shared. */
+typedef void (*cma_catalog_publish_fn)(void *ctx, const struct cma_catalog *c);
+void cma_catalog_store_on_publish(struct cma_catalog_store *s, cma_catalog_publish_fn fn,
+                                  void *ctx);
 
 #endif

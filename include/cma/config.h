@@ -80,6 +80,10 @@ struct cma_config_resource_rules {
 
 struct cma_config {
     char *file; /* path as given */
+    /* Things prometheus-adapter accepts that are probably not what the author meant, as
+     * "file:line:column: message" lines (rules/rule.c adds them to the ruleset's warnings). */
+    char **warnings;
+    size_t n_warnings;
     struct cma_config_rule *rules;
     size_t n_rules;
     struct cma_config_rule *external_rules;
@@ -91,7 +95,9 @@ struct cma_config {
  * the first problem with its position. Checks here: YAML syntax, unknown/duplicate keys, types
  * (scalar/list/mapping), seriesFilters items having exactly one of is/isNot, overrides entries
  * being mappings with only group/resource, namespaced being a bool, window matching
- * Prometheus's duration syntax. Caller owns the result: cma_config_free(). */
+ * Prometheus's duration syntax. As yaml.v2: only the first YAML document is read (a later one is
+ * a warning), and a null item of rules/externalRules is an empty rule. Caller owns the result:
+ * cma_config_free(). */
 enum cma_errc cma_config_load_file(const char *path, struct cma_config **ret,
                                    struct cma_err *reterr);
 enum cma_errc cma_config_load_string(const char *name, const char *text, size_t len,

@@ -38,6 +38,8 @@
     X(BACKEND_TIMEOUT, 504, "Timeout", "the metrics backend did not answer in time")               \
     X(BACKEND_ERROR, 500, "InternalError", "the metrics backend answered with an error")           \
     X(BACKEND_RESPONSE, 500, "InternalError", "the metrics backend answer cannot be decoded")      \
+    X(TOO_MANY_REQUESTS, 429, "TooManyRequests",                                                   \
+      "backend answers being decoded hold the whole byte budget; retry shortly")                   \
     X(KUBE_UNAVAILABLE, 503, "ServiceUnavailable", "the Kubernetes API cannot be reached")         \
     X(KUBE_ERROR, 500, "InternalError", "the Kubernetes API answered with an error")               \
     X(NOMEM, 500, "InternalError", "out of memory")                                                \

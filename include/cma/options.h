@@ -15,6 +15,7 @@ struct cma_options {
     char *config;                       /* --config (required unless --help/--version) */
     int64_t metrics_relist_interval_ms; /* --metrics-relist-interval, default 10m */
     int64_t metrics_max_age_ms;         /* --metrics-max-age, default 0 = relist interval */
+    char *catalog_cache_file;           /* --catalog-cache-file; NULL or "" = off */
     /* backend */
     char *prometheus_url;      /* --prometheus-url, default https://localhost */
     char *prometheus_verb;     /* --prometheus-verb GET|POST, default GET */
@@ -30,8 +31,10 @@ struct cma_options {
     bool prometheus_insecure_skip_tls_verify;  /* --prometheus-insecure-skip-tls-verify */
     bool prometheus_auth_incluster;            /* --prometheus-auth-incluster */
     int64_t prometheus_timeout_ms;             /* --prometheus-timeout, default 10s */
+    int64_t prometheus_series_timeout_ms;      /* --prometheus-series-timeout, default 30s */
     int64_t prometheus_connect_timeout_ms;     /* --prometheus-connect-timeout, default 3s */
     int64_t prometheus_max_response_bytes;     /* --prometheus-max-response-bytes, default 64Mi */
+    int64_t prometheus_max_bytes_in_flight;    /* --prometheus-max-bytes-in-flight, default 32Mi */
     /* serving */
     char *bind_address;            /* --bind-address, default 0.0.0.0 */
     int secure_port;               /* --secure-port, default 6443 */
@@ -46,6 +49,13 @@ struct cma_options {
     bool disable_resource_metrics; /* --disable-resource-metrics (e.g. next to metrics-server) */
     bool disable_http2;            /* --disable-http2 (accepted; we never serve h2) */
     int64_t max_connections;       /* --max-connections, default 1000 */
+    int64_t max_connections_per_client; /* --max-connections-per-client, default 100 */
+    int64_t max_requests_inflight;      /* --max-requests-inflight, default 64 */
+    int64_t tls_handshake_timeout_ms;   /* --tls-handshake-timeout, default 10s */
+    int64_t request_header_timeout_ms;  /* --request-header-timeout, default 10s */
+    int64_t keep_alive_timeout_ms;      /* --keep-alive-timeout, default 2m */
+    int64_t max_request_header_bytes;   /* --max-request-header-bytes, default 16384 */
+    int64_t shutdown_grace_period_ms;   /* --shutdown-grace-period, default 25s */
     /* kube */
     char *lister_kubeconfig;       /* --lister-kubeconfig; NULL = in-cluster */
     int64_t discovery_interval_ms; /* --discovery-interval, default 10m */
@@ -69,15 +79,17 @@ struct cma_options {
     int v;                     /* --v */
     bool help;                 /* --help / -h */
     bool check_config;         /* --check-config: load and compile the config, then exit */
+    bool strict_config;        /* --strict-config: config warnings are fatal */
     bool print_flags_markdown; /* --print-flags-markdown (hidden): docs/flags.md */
     bool version;              /* --version */
 };
 
 /* Parses argv (argv[0] is skipped). Accepts --flag=value, --flag value, -flag (Go style single
- * dash), bools as --flag, --flag=true/false. Durations use Go syntax. klog's deprecated flags
- * (--logtostderr, --alsologtostderr, --log-dir, --log-file, --skip-headers, ...) are accepted
- * and ignored with a warning line pushed to `warnings` (may be NULL). Unknown flags and bad
- * values give CMA_ERR_FLAG "unknown flag: --x" / "invalid argument \"x\" for \"--secure-port\"".
+ * dash), bools as --flag, --flag=true/false. Durations use Go syntax. prometheus-adapter's flags
+ * that have no effect here (klog's --logtostderr, --log_dir, --vmodule, ..., --audit-*,
+ * --profiling, ...: compat.h) are checked and ignored with one warning line each on `warnings`
+ * (may be NULL), as are RC4 names in --tls-cipher-suites. Unknown flags and bad values give
+ * CMA_ERR_FLAG "unknown flag: --x" / "invalid argument \"x\" for \"--secure-port\"".
  * Also rejected here: positional arguments, a --prometheus-verb other than GET/POST, a client
  * or serving certificate without its key (or the reverse), and a missing --config unless
  * --help, --version or --print-flags-markdown is given.

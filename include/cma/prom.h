@@ -1,9 +1,12 @@
 /* prom.h: one Prometheus-compatible backend (Prometheus, Thanos, Mimir, VictoriaMetrics) over
- * libcurl: instant queries and streaming series listing.
+ * libcurl: instant queries and series listing, both decoded as a stream.
  *
  * A struct cma_prom is created by main from flags and shared by all threads: it keeps a small
- * mutex-protected pool of curl easy handles so connections are reused; every call is
- * thread-safe and blocking (the caller's thread waits at most timeout_ms).
+ * mutex-protected pool of curl easy handles so connections are reused, and one byte budget
+ * (struct cma_prom_budget) that every query answer being decoded draws from; every call is
+ * thread-safe and blocking (the caller's thread waits at most the call's deadline).
+ * Deadlines, one per call: a query waits at most timeout_ms, a series listing at most
+ * series_timeout_ms; connecting is bounded by connect_timeout_ms within them.
  * URL handling: the base URL's path prefix is kept ("/prometheus" for Mimir) and its query
  * string is kept for GET and POST alike (Thanos/prom-label-proxy parameters), unlike
  * prometheus-adapter. A query longer than max_get_url_bytes goes as POST by itself.
@@ -13,11 +16,16 @@
  * other HTTP statuses → "prometheus answered HTTP N for <path>: <first 200 bytes of body>",
  * BACKEND_UNAVAILABLE for 502/503/504, BACKEND_ERROR otherwise (401/403 add "check
  * credentials"); a 400/422/503 with a Prometheus error body is decoded as above;
- * undecodable bodies or bodies over max_response_bytes → CMA_ERR_BACKEND_RESPONSE.
- * At --v=6 each request logs method, URL (without credentials) and status; at --v=8 the body. */
+ * undecodable bodies → CMA_ERR_BACKEND_RESPONSE; a query answer over max_response_bytes, or
+ * whose kept samples alone need more than the whole budget → CMA_ERR_TOO_LARGE (refused as soon
+ * as it is known: from Content-Length, else while it streams); kept samples that do not fit in
+ * what other queries leave of the budget → CMA_ERR_TOO_MANY_REQUESTS (retry shortly).
+ * At --v=6 each request logs method, URL (without credentials) and status; at --v=8 the body's
+ * first 4 KiB. */
 #ifndef CMA_PROM_H
 #define CMA_PROM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,13 +44,36 @@ struct cma_prom_config {
     const char *client_cert_file; /* mTLS client certificate; needs client_key_file */
     const char *client_key_file;
     bool insecure_skip_verify;
-    int64_t timeout_ms;         /* total per request; 0 = 10 s */
+    int64_t timeout_ms;         /* total per query; 0 = 10 s */
+    int64_t series_timeout_ms;  /* total per series listing; 0 = 30 s (the DEFAULT below) */
     int64_t connect_timeout_ms; /* 0 = 3 s */
-    size_t max_response_bytes;  /* ceiling on a query answer; 0 = 64 MiB */
+    size_t max_response_bytes;  /* ceiling on a query answer's (decompressed) bytes; 0 = 64 MiB */
+    size_t max_bytes_in_flight; /* the budget: 0 = CMA_PROM_DEFAULT_MAX_BYTES_IN_FLIGHT */
     size_t max_get_url_bytes;   /* longer queries go as POST; 0 = 8 KiB */
 };
 
+#define CMA_PROM_DEFAULT_SERIES_TIMEOUT_MS 30000
+#define CMA_PROM_DEFAULT_MAX_BYTES_IN_FLIGHT ((size_t)32 << 20)
+
+/* Bytes held at once by the query answers being decoded and by the results they became, across
+ * every thread of one client: each kept sample (struct, label array and strings), the result's
+ * sample array and each decoder's scratch buffer are charged when allocated and released when
+ * freed (cma_prom_result_free). `used` is updated with atomics; `max` is fixed at creation
+ * (0 = no ceiling). Decoders that run without a client may use one of their own or none. */
+struct cma_prom_budget {
+    atomic_size_t used;
+    size_t max;
+};
+
 struct cma_prom;
+
+/* A label of a sample or series, borrowed: name and value are NUL-terminated and hold no NUL. */
+struct cma_label_view {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+};
 
 /* Copies everything it needs from cfg. Reads the token file now (CMA_ERR_IO if unreadable) and
  * checks that the CA and client cert/key files are readable. Caller owns: cma_prom_free(). */
@@ -52,6 +83,8 @@ void cma_prom_free(struct cma_prom *p);
 
 /* The base URL, as given (for logs). */
 const char *cma_prom_url(const struct cma_prom *p);
+/* The client's byte budget (for logs and tests); never NULL for a client. */
+const struct cma_prom_budget *cma_prom_budget(const struct cma_prom *p);
 
 struct cma_label {
     char *name;
@@ -69,33 +102,58 @@ enum cma_prom_result_type { CMA_PROM_VECTOR, CMA_PROM_SCALAR, CMA_PROM_MATRIX, C
 
 struct cma_prom_result {
     enum cma_prom_result_type type;
-    struct cma_sample *samples; /* VECTOR: one per series; SCALAR: exactly one, no labels;
-                                   MATRIX: the last point of each series; STRING: none */
+    struct cma_sample *samples; /* VECTOR: one per kept series; SCALAR: exactly one, no labels;
+                                   MATRIX: the last point of each kept series; STRING: none */
     size_t n_samples;
+    size_t n_seen; /* series in the answer, kept or not (SCALAR: 1, STRING: 0) */
+    /* private: what this result holds of a budget, released by cma_prom_result_free() */
+    struct cma_prom_budget *budget;
+    size_t charged;
 };
 
+/* Decides whether the caller needs a series of a vector or matrix answer, from its labels
+ * (sorted by name, borrowed, valid only during the call). true keeps it. Scalars are always
+ * kept. */
+typedef bool (*cma_sample_keep_fn)(void *ctx, const struct cma_label_view *labels, size_t n_labels);
+
 /* Instant query `GET|POST <base>/api/v1/query` with query=<promql>&time=<time_ms as seconds
- * with 3 decimals>. Caller owns *ret: cma_prom_result_free(). */
+ * with 3 decimals>. The answer is decoded as it arrives: only the series keep() accepts are
+ * stored (keep NULL stores every series), so memory follows what the caller needs, not the
+ * answer's size. Caller owns *ret: cma_prom_result_free(), which also gives its bytes back to
+ * the client's budget. */
 enum cma_errc cma_prom_query(struct cma_prom *p, const char *promql, int64_t time_ms,
-                             struct cma_prom_result **ret, struct cma_err *reterr);
+                             cma_sample_keep_fn keep, void *keep_ctx, struct cma_prom_result **ret,
+                             struct cma_err *reterr);
 void cma_prom_result_free(struct cma_prom_result *r);
 
 /* Value of a label in a sample, NULL when absent. */
 const char *cma_sample_label(const struct cma_sample *s, const char *name);
 
-/* Decodes a Prometheus /api/v1/query JSON body (exposed for tests and fuzzing). */
+/* Decodes a whole Prometheus /api/v1/query JSON body, every series kept, no budget (for tests
+ * and fuzzing; the same decoder as the stream). */
 enum cma_errc cma_prom_decode_query(const char *body, size_t len, struct cma_prom_result **ret,
                                     struct cma_err *reterr);
+
+/* The streaming /api/v1/query decoder on its own (prom.c feeds it from the curl write callback;
+ * tests and fuzzing feed it directly). keep/keep_ctx as for cma_prom_query; budget may be NULL.
+ * Feed chunks of any size, then finish: on success *ret holds the kept samples (caller owns:
+ * cma_prom_result_free) and the budget charge moves to it. Limits: one series object (labels and
+ * strings) at most 1 MiB and 1,000 labels; 2 MiB of input without a JSON value ending is an
+ * error; values nested at most 64 deep. Errors name the JSON path ("data.result[3].value is not a
+ * [time, \"value\"] pair"). A parser is used by one thread; free accepts NULL. */
+struct cma_query_parser;
+enum cma_errc cma_query_parser_new(cma_sample_keep_fn keep, void *keep_ctx,
+                                   struct cma_prom_budget *budget, struct cma_query_parser **ret);
+enum cma_errc cma_query_parser_feed(struct cma_query_parser *qp, const char *data, size_t len,
+                                    struct cma_err *reterr);
+enum cma_errc cma_query_parser_finish(struct cma_query_parser *qp, struct cma_prom_result **ret,
+                                      struct cma_err *reterr);
+size_t cma_query_parser_seen(const struct cma_query_parser *qp); /* series seen so far */
+void cma_query_parser_free(struct cma_query_parser *qp);
 
 /* One series of a /api/v1/series answer: its __name__ and its other labels (borrowed, valid
  * only during the callback; n_labels excludes __name__). Return 0 to go on, non-zero to stop
  * (the call then returns CMA_ERR_INTERNAL "series listing stopped by caller"). */
-struct cma_label_view {
-    const char *name;
-    size_t name_len;
-    const char *value;
-    size_t value_len;
-};
 typedef int (*cma_series_fn)(void *ctx, const char *metric, size_t metric_len,
                              const struct cma_label_view *labels, size_t n_labels);
 
@@ -103,7 +161,7 @@ typedef int (*cma_series_fn)(void *ctx, const char *metric, size_t metric_len,
  * The body is parsed as a stream (yajl) fed from the curl write callback: memory stays flat
  * whatever the number of series; no response size ceiling applies, but one series object
  * over 1 MiB is an error. `data: null` → CMA_ERR_BACKEND_RESPONSE "no metrics retrieved".
- * Timeout: series_timeout_ms (0 = 10x the query timeout). */
+ * Deadline: series_timeout_ms, or the client's series_timeout_ms when 0. */
 enum cma_errc cma_prom_series(struct cma_prom *p, const char *match, int64_t start_ms,
                               int64_t end_ms, int64_t series_timeout_ms, cma_series_fn fn,
                               void *ctx, struct cma_err *reterr);

@@ -75,6 +75,9 @@ struct cma_rule {
     struct cma_resmap *resmap;
     struct cma_template *metrics_query;
     bool namespaced; /* resources.namespaced (external rules only) */
+    /* "file:line:column: ..." when prometheus-adapter would load the rule and fail its requests
+     * (see cma_rule_servable); NULL when it can be served */
+    char *problem;
 };
 
 struct cma_resource_query {
@@ -96,10 +99,17 @@ struct cma_ruleset {
     size_t n_warnings;
 };
 
-/* Compiles every rule of cfg; the first error stops and carries its position. */
+/* Compiles every rule of cfg; the first error stops and carries its position. What
+ * prometheus-adapter accepts but cannot serve (or that is probably a mistake) compiles, with a
+ * line in `warnings` each; the config's own warnings come first. A rule whose seriesQuery is
+ * empty keeps series_query "" and must be left out of discovery. */
 enum cma_errc cma_ruleset_compile(const struct cma_config *cfg, struct cma_ruleset **ret,
                                   struct cma_err *reterr);
 void cma_ruleset_free(struct cma_ruleset *rs);
+
+/* CMA_OK when requests for the rule's metrics can be answered; otherwise CMA_ERR_RULE (500)
+ * with the load-time warning that says what is wrong with the rule (file:line:column). */
+enum cma_errc cma_rule_servable(const struct cma_rule *rule, struct cma_err *reterr);
 
 /* Template data for resources.template rendering: Group and Resource. (internal to rules) */
 

@@ -1,10 +1,19 @@
 /* server.h: the HTTPS server on libmicrohttpd (GnuTLS). The only user of <microhttpd.h>.
  *
- * Threading: one thread per connection (MHD_USE_THREAD_PER_CONNECTION), so a request blocked on
- * a slow backend never delays probes, discovery or other requests; connections are capped by
- * max_connections. The handler is called once per complete request on that connection's
- * thread, with the request fully read (GET bodies are ignored; bodies over 1 MiB → 413).
- * The TLS handshake requests, but does not require, a client certificate.
+ * Threading (docs/architecture.md, "Connection model"): a few event-loop threads own every
+ * connection and never block; each complete request goes to a bounded pool of handler workers,
+ * so a request blocked on a slow backend holds one worker and delays nothing else. The
+ * handler is called once per complete request, on a worker, with the request fully read (GET
+ * bodies are ignored; bodies over 1 MiB → 413). When all max_requests_inflight workers are busy
+ * the server answers 429 itself. Health probes without credentials (GET/HEAD /healthz, /livez,
+ * /readyz and their subpaths, no Authorization header) run on the event-loop thread instead:
+ * the handler must answer them without blocking.
+ * Limits: max_connections in all (at the limit a new connection takes the slot of the oldest
+ * one without a request in progress), max_connections_per_client per client IP address; absolute
+ * deadlines for the TLS handshake (from accept) and for receiving a request (from the end of
+ * the handshake, or from the previous response plus the keep-alive timeout); the keep-alive
+ * timeout itself is an inactivity timeout. Request targets with a NUL, control or space byte
+ * get 400. The TLS handshake requests, but does not require, a client certificate.
  * The server adds Content-Type (default application/json), Content-Length,
  * Cache-Control: no-cache, private, X-Content-Type-Options: nosniff, and echoes Audit-Id. */
 #ifndef CMA_SERVER_H
@@ -70,18 +79,43 @@ struct cma_server_config {
     const char *key_file;        /* PEM private key */
     const char *client_ca_file;  /* CAs announced in CertificateRequest; NULL → request anyway */
     const char *tls_min_version; /* "VersionTLS12" (default) or "VersionTLS13" */
-    const char *tls_cipher_suites;   /* Go names, comma list; NULL = GnuTLS secure defaults */
-    unsigned max_connections;        /* 0 → 1000 */
-    unsigned connection_timeout_s;   /* idle keep-alive timeout; 0 → 120 */
-    unsigned tls_reload_interval_ms; /* how often cert_file/key_file are checked; 0 → 5000 */
+    const char *tls_cipher_suites;       /* Go names, comma list; NULL = GnuTLS secure defaults */
+    unsigned max_connections;            /* 0 → 1000 */
+    unsigned max_connections_per_client; /* per client IP; 0 → 100 */
+    unsigned max_requests_inflight;      /* handler workers; 0 → 64 */
+    unsigned event_threads;              /* event-loop threads; 0 → 2 */
+    int64_t tls_handshake_timeout_ms;    /* accept → handshake done; 0 → 10000 */
+    int64_t request_header_timeout_ms;   /* handshake done → request received; 0 → 10000 */
+    int64_t keep_alive_timeout_ms;       /* idle between requests (inactivity); 0 → 120000 */
+    size_t max_request_header_bytes;     /* request line + headers, about; 0 → 16384, min 4096 */
+    unsigned tls_reload_interval_ms;     /* how often cert_file/key_file are checked; 0 → 5000 */
 };
 
 struct cma_server;
 
-/* Starts listening and serving. Caller owns: cma_server_stop() (waits for connection threads). */
+/* Starts listening and serving. Caller owns: cma_server_stop(). */
 enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_fn handler,
                                void *app, struct cma_server **ret, struct cma_err *reterr);
 int cma_server_port(const struct cma_server *s);
+
+/* Graceful shutdown, first half: stops accepting (new connections are refused), closes idle
+ * and handshaking connections, answers requests already received (their replies close the
+ * connection) and waits up to grace_ms for all of them. true when every connection is gone in
+ * time; false leaves the stragglers running (cma_server_stop() then leaves the server to
+ * process exit rather than free memory a handler still uses). */
+bool cma_server_drain(struct cma_server *s, int64_t grace_ms);
+
+struct cma_server_stats {
+    size_t connections;       /* open now */
+    size_t busy;              /* of which with a request being handled or answered */
+    unsigned workers;         /* handler threads alive now */
+    uint64_t cut_deadline;    /* connections closed at a handshake/request deadline */
+    uint64_t cut_drain;       /* connections closed by cma_server_drain() */
+    uint64_t cut_evict;       /* connections closed to make room at max_connections */
+    uint64_t rejected_busy;   /* 429s: every worker was busy */
+    uint64_t rejected_target; /* 400s: invalid request target */
+};
+void cma_server_stats(struct cma_server *s, struct cma_server_stats *ret);
 /* Serving certificate reload. A watcher thread calls this every tls_reload_interval_ms; tests
  * may call it directly. When cert_file or key_file changed (device, inode, size or mtime) since
  * the last check, reads both, checks that the key matches the certificate and makes the pair
@@ -90,6 +124,8 @@ int cma_server_port(const struct cma_server *s);
 enum cma_errc cma_server_reload_tls(struct cma_server *s, struct cma_err *reterr);
 /* How many times a new pair was swapped in since start. */
 unsigned cma_server_tls_reloads(const struct cma_server *s);
+/* Stops serving and frees the server (closing every connection) unless a drain that did not
+ * finish left handlers running (see cma_server_drain). NULL is a no-op. */
 void cma_server_stop(struct cma_server *s);
 
 #endif

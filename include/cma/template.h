@@ -63,6 +63,11 @@ struct cma_tfield {
  * defined". Caller owns the result: free with cma_template_free(). */
 enum cma_errc cma_template_parse(const char *text, size_t len, struct cma_template **ret,
                                  struct cma_err *reterr);
+/* Same, and *go_only (may be NULL) tells a failure on text that Go's text/template accepts but
+ * this engine does not implement (define, template, block, call, complex constants) from a real
+ * syntax error: prometheus-adapter loads such text, so callers may load it with a warning. */
+enum cma_errc cma_template_parse_go(const char *text, size_t len, struct cma_template **ret,
+                                    bool *go_only, struct cma_err *reterr);
 void cma_template_free(struct cma_template *t);
 
 /* True if the template refers to the top-level field `name` anywhere (".Resource" → "Resource"). */

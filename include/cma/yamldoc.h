@@ -1,5 +1,6 @@
 /* yamldoc.h: libyaml events → a read-only node tree where every node keeps its file, line and
- * column. The only libyaml user in the project. Single document; anchors/aliases are resolved by
+ * column. The only libyaml user in the project. Only the first document is read (as yaml.v2's
+ * Unmarshal does); anchors/aliases are resolved by
  * reference (an alias node points to the anchored node); merge keys are not supported. Duplicate
  * mapping keys are reported by yamldoc itself. Trees are immutable after load: thread-safe reads.
  */
@@ -55,6 +56,10 @@ void cma_ydoc_free(struct cma_ydoc *doc);
 
 const struct cma_ynode *cma_ydoc_root(const struct cma_ydoc *doc); /* NULL for an empty doc */
 const char *cma_ydoc_file(const struct cma_ydoc *doc);
+
+/* True when a second, non-empty document follows the first one: it was neither parsed nor
+ * checked (yaml.v2 ignores it too); *line and *column say where it starts (its "---"). */
+bool cma_ydoc_ignored_document(const struct cma_ydoc *doc, unsigned *line, unsigned *column);
 
 /* Mapping lookup by key; NULL if absent or node is not a mapping. */
 const struct cma_ynode *cma_ynode_get(const struct cma_ynode *map, const char *key);

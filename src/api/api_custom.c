@@ -3,7 +3,10 @@
  * resource (RESTMapper) → look the metric up (catalog) → object names (path or kube LIST) →
  * PromQL (query.c) → Prometheus (prom.c) → samples keyed by the resource label → encode.
  * Values are the backend's: NaN/±Inf samples are left out and logged, never encoded; the
- * timestamp is the sample's. Errors are Status JSON with the code of the cause. */
+ * timestamp is the sample's. The answer is decoded as a stream that keeps only the samples whose
+ * resource label names one of the requested objects, so a query that returns far more series
+ * than asked for costs memory only for those. Errors are Status JSON with the code of the cause
+ * (cma_api_fail). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +86,8 @@ static enum cma_errc resolve_names(struct cma_app *app, struct custom_request *c
     struct cma_buf sel;
     cma_buf_init(&sel, 64 * 1024);
     enum cma_errc rc = cma_selector_format(cr->label_selector, &sel);
+    if (rc != CMA_OK)
+        cma_err_set(err, rc, "labelSelector: %s", cma_errc_meaning(rc));
     if (rc == CMA_OK)
         rc = cma_kube_list_names(app->kube, cr->resource->group, cr->resource->version,
                                  cr->resource->resource, cr->namespace_, cma_buf_str(&sel),
@@ -100,6 +105,94 @@ static long find_name(char *const *names, size_t n, const char *value)
         if (strcmp(names[i], value) == 0)
             return (long)i;
     return -1;
+}
+
+static int cmp_str_ptrs(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Which series of the answer the request needs: those whose resource label is one of the
+ * requested names (sorted copy of the pointers, for bsearch). */
+struct keep_names {
+    const char *label;
+    const char **sorted;
+    size_t n;
+};
+
+/* A sorted copy of the request's name pointers (names stay owned by cr). */
+static enum cma_errc sorted_names(const struct custom_request *cr, const char ***ret)
+{
+    const char **sorted = calloc(cr->n_names + 1, sizeof(*sorted));
+    if (!sorted)
+        return CMA_ERR_NOMEM;
+    for (size_t i = 0; i < cr->n_names; i++)
+        sorted[i] = cr->names[i];
+    qsort(sorted, cr->n_names, sizeof(*sorted), cmp_str_ptrs);
+    *ret = sorted;
+    return CMA_OK;
+}
+
+static bool keep_named(void *ctx, const struct cma_label_view *labels, size_t n_labels)
+{
+    const struct keep_names *k = ctx;
+    const char *v = cma_api_view_value(labels, n_labels, k->label);
+    return v && bsearch(&v, k->sorted, k->n, sizeof(*k->sorted), cmp_str_ptrs);
+}
+
+/* The kept samples → one item per requested object that has a servable value (the last sample
+ * with a given object name wins, as upstream) → MetricValueList, or 404 for a named object. */
+static enum cma_errc encode_samples(const struct custom_request *cr,
+                                    const struct cma_prom_result *result, const char *res_label,
+                                    enum cma_custom_version ver, struct cma_response *resp,
+                                    struct cma_err *err)
+{
+    const struct cma_sample **by_name = calloc(cr->n_names + 1, sizeof(*by_name));
+    struct cma_metric_value *items = calloc(cr->n_names + 1, sizeof(*items));
+    if (!by_name || !items) {
+        free(by_name);
+        free(items);
+        return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < result->n_samples; i++) {
+        const struct cma_sample *s = &result->samples[i];
+        const char *v = cma_sample_label(s, res_label);
+        long k = v ? find_name(cr->names, cr->n_names, v) : -1;
+        if (k >= 0)
+            by_name[k] = s;
+    }
+    char api_version[300];
+    cma_restmapper_api_version(cr->resource, api_version, sizeof(api_version));
+    size_t n_items = 0;
+    for (size_t k = 0; k < cr->n_names; k++) {
+        const struct cma_sample *s = by_name[k];
+        int64_t milli;
+        if (!s)
+            continue;
+        if (!cma_quantity_milli_from_double(s->value, &milli)) {
+            cma_log_warn("custom metric %s for %s %s: sample value %g cannot be served "
+                         "(NaN, Inf or out of range); leaving it out",
+                         cr->metric, cr->gr, cr->names[k], s->value);
+            continue;
+        }
+        items[n_items++] = (struct cma_metric_value){
+            .object = {cr->resource->kind, cr->namespace_, cr->names[k], api_version},
+            .metric_name = cr->metric,
+            .timestamp_ms = s->timestamp_ms,
+            .value_milli = milli,
+        };
+    }
+    enum cma_errc rc;
+    if (strcmp(cr->name, "*") != 0 && n_items == 0)
+        rc =
+            cma_err_set(err, CMA_ERR_NOT_FOUND, "the server could not find the metric %s for %s %s",
+                        cr->metric, cr->gr, cr->name);
+    else
+        rc = cma_encode_metric_value_list(ver, items, n_items, cr->metric_selector, &resp->body,
+                                          err);
+    free(items);
+    free(by_name);
+    return rc;
 }
 
 static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request *cr,
@@ -122,12 +215,20 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
         .metric_selector = cr->metric_selector,
     };
     struct cma_prom_result *result = NULL;
-    struct cma_metric_value *items = NULL;
-    const struct cma_sample **by_name = NULL;
-    enum cma_errc rc = cma_query_build(&in, &promql, &res_label, err);
+    struct keep_names keep = {.n = cr->n_names};
+    enum cma_errc rc = cma_rule_servable(entry->rule, err); /* a rule loaded with a problem */
+    if (rc == CMA_OK)
+        rc = cma_query_build(&in, &promql, &res_label, err);
     if (rc == CMA_OK) {
+        rc = sorted_names(cr, &keep.sorted);
+        if (rc != CMA_OK)
+            cma_err_set(err, rc, "out of memory");
+    }
+    if (rc == CMA_OK) {
+        keep.label = cma_buf_str(&res_label);
         cma_log_v(5, "custom metric %s/%s: %s", cr->gr, cr->metric, cma_buf_str(&promql));
-        rc = cma_prom_query(app->prom, cma_buf_str(&promql), cma_clock_wall_ms(), &result, err);
+        rc = cma_prom_query(app->prom, cma_buf_str(&promql), cma_clock_wall_ms(), keep_named, &keep,
+                            &result, err);
         if (rc != CMA_OK)
             cma_err_prefix(err, "unable to fetch metrics from prometheus: ");
     }
@@ -136,54 +237,9 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
                          "unexpected result type from prometheus for %s (want a vector); check "
                          "metricsQuery",
                          cr->metric);
-    if (rc == CMA_OK) {
-        by_name = calloc(cr->n_names + 1, sizeof(*by_name));
-        items = calloc(cr->n_names + 1, sizeof(*items));
-        if (!by_name || !items) { /* rc set apart: the analyzer cannot see cma_err_set's result */
-            cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
-            rc = CMA_ERR_NOMEM;
-        }
-    }
-    size_t n_items = 0;
-    if (rc == CMA_OK) {
-        /* the last sample with a given object name wins, as upstream */
-        for (size_t i = 0; i < result->n_samples; i++) {
-            const struct cma_sample *s = &result->samples[i];
-            const char *v = cma_sample_label(s, cma_buf_str(&res_label));
-            long k = v ? find_name(cr->names, cr->n_names, v) : -1;
-            if (k >= 0)
-                by_name[k] = s;
-        }
-        char api_version[300];
-        cma_restmapper_api_version(cr->resource, api_version, sizeof(api_version));
-        for (size_t k = 0; k < cr->n_names; k++) {
-            const struct cma_sample *s = by_name[k];
-            int64_t milli;
-            if (!s)
-                continue;
-            if (!cma_quantity_milli_from_double(s->value, &milli)) {
-                cma_log_warn("custom metric %s for %s %s: sample value %g cannot be served "
-                             "(NaN, Inf or out of range); leaving it out",
-                             cr->metric, cr->gr, cr->names[k], s->value);
-                continue;
-            }
-            items[n_items++] = (struct cma_metric_value){
-                .object = {cr->resource->kind, cr->namespace_, cr->names[k], api_version},
-                .metric_name = cr->metric,
-                .timestamp_ms = s->timestamp_ms,
-                .value_milli = milli,
-            };
-        }
-        if (strcmp(cr->name, "*") != 0 && n_items == 0)
-            rc = cma_err_set(err, CMA_ERR_NOT_FOUND,
-                             "the server could not find the metric %s for %s %s", cr->metric,
-                             cr->gr, cr->name);
-        else
-            rc = cma_encode_metric_value_list(ver, items, n_items, cr->metric_selector, &resp->body,
-                                              err);
-    }
-    free(items);
-    free(by_name);
+    if (rc == CMA_OK)
+        rc = encode_samples(cr, result, cma_buf_str(&res_label), ver, resp, err);
+    free(keep.sorted);
     cma_prom_result_free(result);
     cma_buf_done(&promql);
     cma_buf_done(&res_label);
@@ -244,10 +300,7 @@ void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct c
         rc = cma_encode_metric_value_list(ver, NULL, 0, cr.metric_selector, &resp->body, &err);
     else if (rc == CMA_OK && entry)
         rc = query_and_encode(app, &cr, entry, mapper, ver, resp, &err);
-    if (rc != CMA_OK) {
-        if (err.code != CMA_ERR_NOT_FOUND && err.code != CMA_ERR_BAD_SELECTOR)
-            cma_log_warn("GET %s: %s", req->path, err.msg);
-        cma_api_reply_error(resp, &err);
-    }
+    if (rc != CMA_OK)
+        cma_api_fail(resp, req, rc, &err);
     custom_request_done(&cr);
 }

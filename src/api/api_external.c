@@ -132,11 +132,15 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct cma_catalog *c
         .metric_selector = selector,
     };
     struct cma_prom_result *result = NULL;
-    enum cma_errc rc = cma_query_build(&in, &promql, NULL, err);
+    enum cma_errc rc = cma_rule_servable(entry->rule, err); /* a rule loaded with a problem */
+    if (rc == CMA_OK)
+        rc = cma_query_build(&in, &promql, NULL, err);
     if (rc == CMA_OK) {
         cma_log_v(5, "external metric %s in namespace %s: %s", entry->metric, namespace_,
                   cma_buf_str(&promql));
-        rc = cma_prom_query(app->prom, cma_buf_str(&promql), cma_clock_wall_ms(), &result, err);
+        /* every series is an item of the answer: all are kept (the budget bounds them) */
+        rc = cma_prom_query(app->prom, cma_buf_str(&promql), cma_clock_wall_ms(), NULL, NULL,
+                            &result, err);
         if (rc != CMA_OK)
             cma_err_prefix(err, "unable to fetch metrics from prometheus: ");
     }
@@ -174,12 +178,7 @@ void cma_api_external(struct cma_app *app, struct cma_catalog *cat, const struct
         cma_err_prefix(&err, "invalid labelSelector \"%s\": ", text);
     if (rc == CMA_OK)
         rc = query_and_encode(app, cat, entry, ns, selector, resp, &err);
-    if (rc != CMA_OK) {
-        if (err.code == CMA_OK) /* a callee that returned a code without a message */
-            cma_err_set(&err, rc, "%s", cma_errc_meaning(rc));
-        if (err.code != CMA_ERR_NOT_FOUND && err.code != CMA_ERR_BAD_SELECTOR)
-            cma_log_warn("GET %s: %s", req->path, err.msg);
-        cma_api_reply_error(resp, &err);
-    }
+    if (rc != CMA_OK)
+        cma_api_fail(resp, req, rc, &err);
     cma_selector_free(selector);
 }

@@ -25,6 +25,9 @@
  *   warning says so. timestamp = the earliest timestamp of the samples used; window =
  *   resourceRules.window.
  * - Lists are sorted by namespace then name (pods) or name (nodes); containers by name.
+ * - Each answer is decoded as a stream that keeps only the samples of listed objects (the same
+ *   test collect() applies), so a containerQuery that returns every pod of the cluster for a
+ *   request about one namespace costs memory only for that namespace's pods.
  * - Errors are Status JSON with the code of the cause: a backend failure fails the request
  *   (upstream answers 200 with the namespaces that worked, which an HPA cannot tell from "no
  *   pods"). */
@@ -393,6 +396,29 @@ static void resource_result_done(struct resource_result *r)
     cma_buf_done(&r->namespace_label);
 }
 
+/* Which series of an answer the request needs: those naming one of the listed objects. */
+struct keep_objects {
+    const struct resource_request *rr;
+    const struct resource_result *r;
+};
+
+static bool keep_listed(void *ctx, const struct cma_label_view *labels, size_t n_labels)
+{
+    const struct keep_objects *k = ctx;
+    const char *name = cma_api_view_value(labels, n_labels, cma_buf_str(&k->r->object_label));
+    if (!name)
+        return false;
+    const char *ns = NULL;
+    if (!k->rr->nodes) {
+        ns = cma_api_view_value(labels, n_labels, cma_buf_str(&k->r->namespace_label));
+        if (!ns)
+            ns = k->rr->namespace_;
+        if (!ns)
+            return false;
+    }
+    return find_object(k->rr, ns, name) >= 0;
+}
+
 /* Renders and runs the containerQuery or nodeQuery of one resource (cpu or memory). */
 static enum cma_errc run_query(struct resource_request *rr, const struct cma_resource_query *q,
                                const char *what, struct resource_result *out, struct cma_err *err)
@@ -454,7 +480,9 @@ static enum cma_errc run_query(struct resource_request *rr, const struct cma_res
     if (rc == CMA_OK) {
         cma_log_v(5, "resource metrics %s for %zu %s: %s", what, rr->n_names,
                   rr->nodes ? "nodes" : "pods", cma_buf_str(&promql));
-        rc = cma_prom_query(rr->app->prom, cma_buf_str(&promql), rr->now_ms, &out->result, err);
+        struct keep_objects keep = {rr, out};
+        rc = cma_prom_query(rr->app->prom, cma_buf_str(&promql), rr->now_ms, keep_listed, &keep,
+                            &out->result, err);
         if (rc != CMA_OK)
             cma_err_prefix(err, "unable to fetch %s metrics from prometheus: ", what);
     }
@@ -771,11 +799,7 @@ void cma_api_resource(struct cma_app *app, struct cma_catalog *cat, const struct
     } else if (rc == CMA_OK) {
         rc = query_and_encode(&rr, resp, &err);
     }
-    if (rc != CMA_OK) {
-        if (err.code != CMA_ERR_NOT_FOUND && err.code != CMA_ERR_BAD_SELECTOR &&
-            err.code != CMA_ERR_BAD_REQUEST)
-            cma_log_warn("GET %s: %s", req->path, err.msg);
-        cma_api_reply_error(resp, &err);
-    }
+    if (rc != CMA_OK)
+        cma_api_fail(resp, req, rc, &err);
     resource_request_done(&rr);
 }

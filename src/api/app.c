@@ -1,6 +1,7 @@
 /* app.c: the handler the server calls for every request: method check, route, content
- * negotiation, one catalog reference for the whole request, then the API recipe; and the
- * Status-reply helpers every recipe uses. */
+ * negotiation, selector sizes, one catalog reference for the whole request, then the API recipe;
+ * and the Status-reply helpers every recipe uses (the one place where an error becomes an HTTP
+ * status and a Status body, from the same code). */
 #include "cma/app.h"
 
 #include <stdarg.h>
@@ -14,11 +15,21 @@
 #include "cma/catalog.h"
 #include "cma/encode.h"
 #include "cma/log.h"
+#include "cma/prom.h"
 #include "cma/router.h"
 #include "cma/server.h"
 
 void cma_api_reply_error(struct cma_response *resp, const struct cma_err *err)
 {
+    struct cma_err internal;
+    if (!err || err->code <= CMA_OK || err->code >= CMA_ERRC__COUNT) {
+        cma_err_clear(&internal);
+        cma_err_set(&internal, CMA_ERR_INTERNAL,
+                    "internal error: a failure was reported without a cause%s%s",
+                    err && err->msg[0] ? ": " : "", err ? err->msg : "");
+        cma_log_warn("%s (a bug: please report it)", internal.msg);
+        err = &internal;
+    }
     resp->status = cma_errc_http_status(err->code);
     resp->content_type = "application/json";
     cma_buf_clear(&resp->body);
@@ -29,6 +40,38 @@ void cma_api_reply_error(struct cma_response *resp, const struct cma_err *err)
                                      "\"status\":\"Failure\",\"reason\":\"InternalError\","
                                      "\"code\":500}\n");
     }
+}
+
+void cma_api_fail(struct cma_response *resp, const struct cma_request *req, enum cma_errc rc,
+                  struct cma_err *err)
+{
+    if (err->code == CMA_OK && rc != CMA_OK)
+        cma_err_set(err, rc, "%s (no further detail)", cma_errc_meaning(rc));
+    if (err->code == CMA_OK)
+        cma_err_set(err, CMA_ERR_INTERNAL,
+                    "internal error: a failure was reported without a cause (a bug)");
+    int status = cma_errc_http_status(err->code);
+    if (status >= 400 && status < 500 && status != 429)
+        cma_log_v(2, "GET %s: %d %s", req->path, status, err->msg);
+    else
+        cma_log_warn("GET %s: %d %s", req->path, status, err->msg);
+    cma_api_reply_error(resp, err);
+}
+
+const char *cma_api_view_value(const struct cma_label_view *views, size_t n, const char *name)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(views[mid].name, name);
+        if (c == 0)
+            return views[mid].value;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
 }
 
 void cma_api_reply_errorf(struct cma_response *resp, enum cma_errc code, const char *fmt, ...)
@@ -82,6 +125,33 @@ static bool accepts_json(const char *accept)
 static bool is_health(enum cma_route_kind k)
 {
     return k == CMA_ROUTE_HEALTHZ || k == CMA_ROUTE_LIVEZ || k == CMA_ROUTE_READYZ;
+}
+
+static bool is_metrics(enum cma_route_kind k)
+{
+    return k == CMA_ROUTE_CUSTOM_OBJECT || k == CMA_ROUTE_CUSTOM_NAMESPACE_METRIC ||
+           k == CMA_ROUTE_EXTERNAL_METRIC || k == CMA_ROUTE_RESOURCE_NODES ||
+           k == CMA_ROUTE_RESOURCE_NODE || k == CMA_ROUTE_RESOURCE_PODS ||
+           k == CMA_ROUTE_RESOURCE_POD;
+}
+
+/* Refuses (413) a selector too long for a kube-apiserver LIST URL or a backend query, before
+ * either is called. false when the response was written. */
+static bool selectors_fit(const struct cma_request *req, struct cma_response *resp)
+{
+    static const char *const params[] = {"labelSelector", "metricLabelSelector", "fieldSelector"};
+    for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
+        const char *text = cma_request_query(req, params[i]);
+        size_t len = text ? strlen(text) : 0;
+        if (len <= CMA_API_MAX_SELECTOR_BYTES)
+            continue;
+        cma_log_v(2, "GET %s: %s of %zu bytes refused", req->path, params[i], len);
+        cma_api_reply_errorf(resp, CMA_ERR_TOO_LARGE,
+                             "%s is %zu bytes, over the limit of %zu bytes for a selector",
+                             params[i], len, CMA_API_MAX_SELECTOR_BYTES);
+        return false;
+    }
+    return true;
 }
 
 /* Delegated authentication and authorization before anything else is looked at (kube's filter
@@ -151,6 +221,10 @@ void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_resp
     if (!is_health(route->kind) && !accepts_json(cma_request_header(req, "Accept"))) {
         cma_api_reply_errorf(resp, CMA_ERR_NOT_ACCEPTABLE,
                              "only the following media types are accepted: application/json");
+        cma_route_free(route);
+        return;
+    }
+    if (is_metrics(route->kind) && !selectors_fit(req, resp)) {
         cma_route_free(route);
         return;
     }

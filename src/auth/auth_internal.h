@@ -28,6 +28,26 @@ char *cma_auth_cache_get(struct auth_cache *c, const char *key, int64_t now_ms);
 void cma_auth_cache_put(struct auth_cache *c, const char *key, const char *value,
                         int64_t expires_ms);
 
+/* The header names of the requestheader authenticator (borrowed). */
+struct cma_rh_headers {
+    const char *const *user;
+    size_t n_user;
+    const char *const *group;
+    size_t n_group;
+    const char *const *extra; /* prefixes */
+    size_t n_extra;
+};
+/* Calls fn(ctx, name, value) for every request header line in arrival order until it returns
+ * false (cma_request_headers_each, or a test's list). */
+typedef void (*cma_auth_headers_each_fn)(void *src,
+                                         bool (*fn)(void *ctx, const char *name, const char *value),
+                                         void *ctx);
+/* The identity the headers carry, read exactly as kube-apiserver's requestheader authenticator
+ * reads them (authn.c says how). *ret is NULL when no username header has a non-empty value;
+ * CMA_ERR_NOMEM is the only failure. Caller owns *ret: cma_user_free(). */
+enum cma_errc cma_auth_rh_identity(const struct cma_rh_headers *h, cma_auth_headers_each_fn each,
+                                   void *src, struct cma_user **ret);
+
 struct cma_auth {
     struct cma_auth_options opts; /* string arrays borrowed from the caller's options */
     pthread_mutex_t lock;         /* guards snap */

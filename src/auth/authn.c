@@ -612,12 +612,43 @@ static bool add_group(void *ctx, const char *v)
 
 /* ---- requestheader ----------------------------------------------------------------------- */
 
-struct rh_ctx {
-    const struct auth_snapshot *s;
-    struct cma_user *u;
-    char *user;
-    bool nomem;
-};
+/* DESIGN: identity headers are read exactly as k8s.io/apiserver's requestheader authenticator
+ * reads them from Go's net/http, whatever the server library left in the values:
+ * - values lose leading and trailing spaces and tabs (net/textproto does that to every header);
+ * - the user is the first username header (in the configured order) whose first line is not
+ *   empty (http.Header.Get: only the first line of a header counts);
+ * - groups are every non-empty line of every group header, by header order then arrival;
+ * - extras: for each prefix, every header that starts with it (ASCII case-insensitive): key =
+ *   the rest of the name lower-cased, then percent-decoded (url.PathUnescape; kept as is when
+ *   malformed), values = every line, empty ones included; a header matching two prefixes counts
+ *   under both. */
+
+/* A header value as Go sees it: [*start, *start + *len) without leading/trailing SP and HTAB. */
+static void ows_trim(const char *v, const char **start, size_t *len)
+{
+    size_t n = strlen(v);
+    while (n > 0 && (*v == ' ' || *v == '\t')) {
+        v++;
+        n--;
+    }
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    *start = v;
+    *len = n;
+}
+
+static char *trimmed_dup(const char *v)
+{
+    const char *start;
+    size_t len;
+    ows_trim(v, &start, &len);
+    char *d = malloc(len + 1);
+    if (d) {
+        memcpy(d, start, len);
+        d[len] = '\0';
+    }
+    return d;
+}
 
 static bool has_prefix_ci(const char *s, const char *prefix)
 {
@@ -629,42 +660,126 @@ static int hexval(int c)
     return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
 }
 
-static bool rh_header(void *opaque, const char *name, const char *value)
+/* url.PathUnescape(strings.ToLower(raw)), or the lower-cased raw key when an escape is bad. */
+static char *extra_key(const char *raw)
 {
-    struct rh_ctx *c = opaque;
-    const struct auth_snapshot *s = c->s;
-    for (size_t i = 0; i < s->n_user_headers && !c->user; i++)
-        if (strcasecmp(name, s->user_headers[i]) == 0 && value[0] && !(c->user = cma_strdup(value)))
-            c->nomem = true;
-    for (size_t i = 0; i < s->n_group_headers; i++)
-        if (strcasecmp(name, s->group_headers[i]) == 0 && value[0] &&
-            !strv_push(&c->u->groups, &c->u->n_groups, value))
-            c->nomem = true;
-    for (size_t i = 0; i < s->n_extra_prefixes; i++) {
-        if (!has_prefix_ci(name, s->extra_prefixes[i]) || !value[0])
-            continue;
-        const char *raw = name + strlen(s->extra_prefixes[i]);
-        char *key = malloc(strlen(raw) + 1);
-        if (!key) {
-            c->nomem = true;
-            break;
-        }
-        size_t k = 0;
-        for (const char *p = raw; *p; p++) {
-            if (*p == '%' && hexval((unsigned char)p[1]) >= 0 && hexval((unsigned char)p[2]) >= 0) {
-                key[k++] = (char)(hexval((unsigned char)p[1]) * 16 + hexval((unsigned char)p[2]));
-                p += 2;
-            } else {
-                key[k++] = (char)tolower((unsigned char)*p);
-            }
-        }
-        key[k] = '\0';
-        if (k > 0 && !user_add_extra(c->u, key, value))
-            c->nomem = true;
+    size_t n = strlen(raw);
+    char *lower = malloc(n + 1), *key = malloc(n + 1);
+    if (!lower || !key) {
+        free(lower);
         free(key);
-        break;
+        return NULL;
     }
+    for (size_t i = 0; i <= n; i++)
+        lower[i] = (char)tolower((unsigned char)raw[i]);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (lower[i] != '%') {
+            key[k++] = lower[i];
+            continue;
+        }
+        int hi = i + 2 < n ? hexval((unsigned char)lower[i + 1]) : -1;
+        int lo = hi < 0 ? -1 : hexval((unsigned char)lower[i + 2]);
+        if (hi < 0 || lo < 0) {
+            free(key);
+            return lower;
+        }
+        key[k++] = (char)(hi * 16 + lo);
+        i += 2;
+    }
+    key[k] = '\0';
+    free(lower);
+    return key;
+}
+
+struct rh_scan {
+    const char *name;   /* header name (user, group) or prefix (extra) */
+    struct cma_user *u; /* where groups and extras go */
+    char *first;        /* user: the header's first line, trimmed */
+    bool found, nomem;
+};
+
+static bool rh_first_line(void *opaque, const char *name, const char *value)
+{
+    struct rh_scan *c = opaque;
+    if (strcasecmp(name, c->name) != 0)
+        return true;
+    c->found = true;
+    c->first = trimmed_dup(value);
+    c->nomem = !c->first;
+    return false;
+}
+
+static bool rh_group_lines(void *opaque, const char *name, const char *value)
+{
+    struct rh_scan *c = opaque;
+    if (strcasecmp(name, c->name) != 0)
+        return true;
+    char *v = trimmed_dup(value);
+    if (v && v[0] && !strv_push(&c->u->groups, &c->u->n_groups, v))
+        c->nomem = true;
+    c->nomem |= !v;
+    free(v);
     return !c->nomem;
+}
+
+static bool rh_extra_lines(void *opaque, const char *name, const char *value)
+{
+    struct rh_scan *c = opaque;
+    if (!has_prefix_ci(name, c->name))
+        return true;
+    char *key = extra_key(name + strlen(c->name));
+    char *v = key ? trimmed_dup(value) : NULL;
+    if (!v || !user_add_extra(c->u, key, v))
+        c->nomem = true;
+    free(key);
+    free(v);
+    return !c->nomem;
+}
+
+enum cma_errc cma_auth_rh_identity(const struct cma_rh_headers *h, cma_auth_headers_each_fn each,
+                                   void *src, struct cma_user **ret)
+{
+    *ret = NULL;
+    char *user = NULL;
+    for (size_t i = 0; i < h->n_user && !user; i++) {
+        struct rh_scan c = {.name = h->user[i]};
+        each(src, rh_first_line, &c);
+        if (c.nomem)
+            return CMA_ERR_NOMEM;
+        if (c.first && c.first[0])
+            user = c.first;
+        else
+            free(c.first);
+    }
+    if (!user)
+        return CMA_OK;
+    struct cma_user *u = calloc(1, sizeof(*u));
+    bool nomem = !u;
+    for (size_t i = 0; i < h->n_group && !nomem; i++) {
+        struct rh_scan c = {.name = h->group[i], .u = u};
+        each(src, rh_group_lines, &c);
+        nomem = c.nomem;
+    }
+    for (size_t i = 0; i < h->n_extra && !nomem; i++) {
+        struct rh_scan c = {.name = h->extra[i], .u = u};
+        each(src, rh_extra_lines, &c);
+        nomem = c.nomem;
+    }
+    if (nomem) {
+        free(user);
+        cma_user_free(u);
+        return CMA_ERR_NOMEM;
+    }
+    u->name = user;
+    *ret = u;
+    return CMA_OK;
+}
+
+static void request_headers_each(void *src, bool (*fn)(void *, const char *, const char *),
+                                 void *ctx)
+{
+    cma_request_headers_each(src, fn, ctx);
 }
 
 static bool name_allowed(const struct auth_snapshot *s, X509 *leaf)
@@ -702,24 +817,22 @@ static int auth_requestheader(const struct auth_snapshot *s, const struct cma_re
                     "requestheader: the client certificate's CN is not in the allowed names");
         return -1;
     }
-    struct rh_ctx c = {.s = s, .u = calloc(1, sizeof(struct cma_user))};
-    if (!c.u) {
+    struct cma_rh_headers h = {
+        .user = (const char *const *)s->user_headers,
+        .n_user = s->n_user_headers,
+        .group = (const char *const *)s->group_headers,
+        .n_group = s->n_group_headers,
+        .extra = (const char *const *)s->extra_prefixes,
+        .n_extra = s->n_extra_prefixes,
+    };
+    struct cma_user *u = NULL;
+    if (cma_auth_rh_identity(&h, request_headers_each, (void *)req, &u) != CMA_OK) {
         cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
         return -1;
     }
-    cma_request_headers_each(req, rh_header, &c);
-    if (c.nomem) {
-        free(c.user);
-        cma_user_free(c.u);
-        cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-        return -1;
-    }
-    if (!c.user) {
-        cma_user_free(c.u);
+    if (!u)
         return 0;
-    }
-    c.u->name = c.user;
-    *ret = c.u;
+    *ret = u;
     return 1;
 }
 

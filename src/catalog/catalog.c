@@ -4,7 +4,9 @@
  * by (resource pointer, namespaced, metric) — resource pointers are stable because the snapshot
  * holds a reference to the mapper they point into. The builder uses the same table to
  * deduplicate while discovery streams series. Discovery documents are encoded once in
- * cma_catalog_build(), sorted by name so output is stable across relists (upstream's is random). */
+ * cma_catalog_build(), sorted by name so output is stable across relists (upstream's is random).
+ * The store calls an optional hook after each publish, outside its lock (persist.c: the catalog
+ * cache file). */
 #include "cma/catalog.h"
 
 #include <pthread.h>
@@ -330,6 +332,11 @@ const struct cma_catalog_entry *cma_catalog_entry_at(const struct cma_catalog *c
     return i < c->custom.n ? &c->custom.items[i] : NULL;
 }
 
+const struct cma_catalog_entry *cma_catalog_external_at(const struct cma_catalog *c, size_t i)
+{
+    return i < c->external.n ? &c->external.items[i] : NULL;
+}
+
 struct cma_restmapper *cma_catalog_mapper(const struct cma_catalog *c)
 {
     return c->mapper;
@@ -359,6 +366,8 @@ const char *cma_catalog_discovery_doc(const struct cma_catalog *c, const char *g
 struct cma_catalog_store {
     pthread_mutex_t mu;
     struct cma_catalog *current;
+    cma_catalog_publish_fn on_publish; /* set before the store is shared; NULL = none */
+    void *on_publish_ctx;
 };
 
 enum cma_errc cma_catalog_store_new(struct cma_catalog_store **ret)
@@ -393,6 +402,17 @@ void cma_catalog_store_publish(struct cma_catalog_store *s, struct cma_catalog *
     pthread_mutex_lock(&s->mu);
     struct cma_catalog *old = s->current;
     s->current = c;
+    struct cma_catalog *held = s->on_publish ? cma_catalog_ref(c) : NULL;
     pthread_mutex_unlock(&s->mu);
     cma_catalog_unref(old);
+    if (held) {
+        s->on_publish(s->on_publish_ctx, held);
+        cma_catalog_unref(held);
+    }
+}
+
+void cma_catalog_store_on_publish(struct cma_catalog_store *s, cma_catalog_publish_fn fn, void *ctx)
+{
+    s->on_publish = fn;
+    s->on_publish_ctx = ctx;
 }

@@ -248,8 +248,8 @@ enum cma_errc cma_discovery_relist(const struct cma_series_source *src,
     for (size_t i = 0; rc == CMA_OK && i < total; i++) {
         const struct cma_rule *r =
             i < rules->n_rules ? &rules->rules[i] : &rules->external_rules[i - rules->n_rules];
-        if (query_seen_before(rules, i, r->series_query))
-            continue;
+        if (!r->series_query[0] || query_seen_before(rules, i, r->series_query))
+            continue; /* an empty seriesQuery was warned about at load; it lists nothing */
         ctx.n_rules = rules_for_query(rules, r->series_query, ctx.rules);
         int64_t t0 = cma_clock_mono_ms();
         size_t before = ctx.n_series;

@@ -1,18 +1,23 @@
-/* prom.c: one Prometheus-compatible backend over libcurl: instant queries (body buffered under
- * a ceiling, decoded by prom_decode.c) and series listings (streamed through series_stream.c).
+/* prom.c: one Prometheus-compatible backend over libcurl: instant queries (streamed through
+ * query_stream.c, which keeps only the series the caller needs) and series listings (streamed
+ * through series_stream.c). Nothing buffers a whole answer.
  *
  * DESIGN: everything derived from the flags is computed once in cma_prom_new() and read-only
  * afterwards, so any number of threads may call query/series at once: the base URL split into
  * origin (with and without credentials), cleaned path prefix and base query string; two header
  * lists (GET, and POST with the form content type and an empty Expect:) shared read-only by all
  * handles; the bearer token read and trimmed. Each request takes an easy handle from the pool,
- * configures it from scratch, performs, and gives it back (connections stay cached).
+ * configures it from scratch, performs, and gives it back (connections stay cached). The one
+ * mutable member is the byte budget (atomics) that query decoders charge what they keep to.
+ * Ceilings on a query answer, checked as early as they can be: Content-Length over
+ * max_response_bytes before the first byte is decoded; the streamed bytes as they arrive; the
+ * kept series against the budget as each one is kept (query_stream.c).
  * Error mapping, in this order: our write callback stopped the transfer (body over the ceiling,
- * bad series JSON, caller stop) → that error; curl timeouts → BACKEND_TIMEOUT; connect/DNS/TLS/
- * send/recv failures → BACKEND_UNAVAILABLE; then HTTP: 2xx, 400, 422 and 503 carry Prometheus
- * JSON whose status:error gives "<errorType>: <error>"; any other status (or one of those with a
- * body that is not a Prometheus error) → "prometheus answered HTTP N for <path>: <body start>",
- * BACKEND_UNAVAILABLE for 502/503/504, BACKEND_ERROR otherwise (401/403 say "check
+ * bad JSON, over the budget, caller stop) → that error; curl timeouts → BACKEND_TIMEOUT;
+ * connect/DNS/TLS/send/recv failures → BACKEND_UNAVAILABLE; then HTTP: 2xx, 400, 422 and 503
+ * carry Prometheus JSON whose status:error gives "<errorType>: <error>"; any other status (or one
+ * of those with a body that is not a Prometheus error) → "prometheus answered HTTP N for <path>:
+ * <body start>", BACKEND_UNAVAILABLE for 502/503/504, BACKEND_ERROR otherwise (401/403 say "check
  * credentials"). Log lines (--v>=6 only) never carry credentials. */
 #include "cma/prom.h"
 
@@ -49,10 +54,12 @@ struct cma_prom {
     char *client_key_file;
     bool insecure_skip_verify;
     int64_t timeout_ms;
+    int64_t series_timeout_ms;
     int64_t connect_timeout_ms;
     size_t max_response_bytes;
     size_t max_get_url_bytes;
     struct cma_curl_pool *pool;
+    struct cma_prom_budget budget; /* shared by every query in flight */
 };
 
 void cma_prom_free(struct cma_prom *p)
@@ -78,6 +85,11 @@ void cma_prom_free(struct cma_prom *p)
 const char *cma_prom_url(const struct cma_prom *p)
 {
     return p ? p->url : NULL;
+}
+
+const struct cma_prom_budget *cma_prom_budget(const struct cma_prom *p)
+{
+    return p ? &p->budget : NULL;
 }
 
 /* Go's path.Clean of the prefix, without a trailing slash: "/a//b/./c/../" → "/a/b". */
@@ -340,6 +352,11 @@ enum cma_errc cma_prom_new(const struct cma_prom_config *cfg, struct cma_prom **
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     p->use_post = cfg->use_post;
     p->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
+    p->series_timeout_ms =
+        cfg->series_timeout_ms > 0 ? cfg->series_timeout_ms : CMA_PROM_DEFAULT_SERIES_TIMEOUT_MS;
+    atomic_init(&p->budget.used, 0);
+    p->budget.max =
+        cfg->max_bytes_in_flight ? cfg->max_bytes_in_flight : CMA_PROM_DEFAULT_MAX_BYTES_IN_FLIGHT;
     p->connect_timeout_ms =
         cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
     p->max_response_bytes = cfg->max_response_bytes ? cfg->max_response_bytes : CMA_BUF_DEFAULT_MAX;
@@ -586,32 +603,143 @@ static bool is_status_error_code(enum cma_errc code)
            code == CMA_ERR_BACKEND_UNAVAILABLE;
 }
 
+/* ---- the start of a body: error snippets and the --v=8 log -------------------------------- */
+
+enum body_mode { MODE_UNDECIDED, MODE_STREAM, MODE_HEAD };
+
+struct head {
+    char buf[LOG_BODY_BYTES];
+    size_t len;
+};
+
+static void keep_head(struct head *h, const char *data, size_t len)
+{
+    if (h->len < sizeof(h->buf)) {
+        size_t n = sizeof(h->buf) - h->len;
+        if (n > len)
+            n = len;
+        memcpy(h->buf + h->len, data, n);
+        h->len += n;
+    }
+}
+
+/* MODE_HEAD: a body that is not a Prometheus answer; its first bytes are all the error message
+ * needs. Returns what the write callback returns. */
+static size_t head_only(struct sink *sink, const struct head *h, size_t len)
+{
+    if (h->len < SNIPPET_BYTES)
+        return len;
+    sink->aborted = true;
+    cma_err_set(&sink->err, CMA_ERR_BACKEND_ERROR, "not a prometheus answer");
+    return 0;
+}
+
+static enum body_mode body_mode(const struct sink *sink)
+{
+    long status = 0;
+    curl_easy_getinfo(sink->handle, CURLINFO_RESPONSE_CODE, &status);
+    return is_prometheus_status(status) ? MODE_STREAM : MODE_HEAD;
+}
+
 /* ---- instant query ----------------------------------------------------------------------- */
 
 struct query_sink {
     struct sink sink; /* first */
-    struct cma_buf body;
+    struct cma_query_parser *parser;
+    enum body_mode mode;
+    struct head head;
+    size_t bytes; /* body bytes so far (decompressed) */
     size_t max;
 };
+
+/* Stops the transfer: the answer is over the ceiling (announced: its Content-Length; 0 while
+ * it streams). */
+static size_t query_refuse(struct query_sink *qs, size_t announced)
+{
+    qs->sink.aborted = true;
+    char size[64] = "goes";
+    if (announced)
+        snprintf(size, sizeof(size), "is %zu bytes,", announced);
+    cma_err_set(&qs->sink.err, CMA_ERR_TOO_LARGE,
+                "the prometheus answer to /api/v1/query %s over --prometheus-max-response-bytes "
+                "(%zu bytes); narrow the query or the selector, or raise the flag",
+                size, qs->max);
+    return 0;
+}
+
+/* Refuses at once an answer whose Content-Length is over the ceiling. */
+static size_t query_check_length(struct query_sink *qs, size_t len)
+{
+    curl_off_t cl = -1;
+    if (curl_easy_getinfo(qs->sink.handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) == CURLE_OK &&
+        cl > 0 && (uint64_t)cl > qs->max)
+        return query_refuse(qs, (size_t)cl);
+    return len;
+}
 
 static size_t query_write(char *data, size_t size, size_t nmemb, void *ctx)
 {
     struct query_sink *qs = ctx;
     size_t len = size * nmemb;
-    enum cma_errc rc = cma_buf_append(&qs->body, data, len);
+    keep_head(&qs->head, data, len);
+    if (qs->mode == MODE_UNDECIDED) {
+        qs->mode = body_mode(&qs->sink);
+        if (qs->mode == MODE_STREAM && query_check_length(qs, len) != len)
+            return 0;
+    }
+    if (qs->mode == MODE_HEAD)
+        return head_only(&qs->sink, &qs->head, len);
+    qs->bytes += len;
+    if (qs->bytes > qs->max)
+        return query_refuse(qs, 0);
+    if (cma_query_parser_feed(qs->parser, data, len, &qs->sink.err) != CMA_OK) {
+        qs->sink.aborted = true;
+        return 0;
+    }
+    return len;
+}
+
+/* Codes that explain themselves whatever the HTTP status was. */
+static bool is_own_verdict(enum cma_errc code)
+{
+    return code == CMA_ERR_INTERNAL || code == CMA_ERR_NOMEM || code == CMA_ERR_TOO_LARGE ||
+           code == CMA_ERR_TOO_MANY_REQUESTS || is_status_error_code(code);
+}
+
+/* After the transfer: the decoder's verdict or the HTTP status, whichever explains it. */
+static enum cma_errc query_outcome(struct request *req, struct query_sink *qs, enum cma_errc rc,
+                                   struct cma_err *perr, struct cma_prom_result **ret,
+                                   struct cma_err *reterr)
+{
+    if (rc != CMA_OK && !qs->sink.aborted) {
+        cma_err_copy(reterr, perr); /* transport failure */
+        return rc;
+    }
+    if (cma_log_enabled(8))
+        cma_log_v(8, "prometheus /api/v1/query body: %.*s", (int)qs->head.len, qs->head.buf);
+    if (!is_prometheus_status(req->status))
+        return http_status_error(req->api_path, req->status, qs->head.buf, qs->head.len, reterr);
+    struct cma_prom_result *r = NULL;
     if (rc == CMA_OK)
-        return len;
-    qs->sink.aborted = true;
-    if (rc == CMA_ERR_NOMEM)
-        cma_err_set(&qs->sink.err, CMA_ERR_NOMEM, "out of memory reading the prometheus answer");
-    else
-        cma_err_set(&qs->sink.err, CMA_ERR_BACKEND_RESPONSE, "response from %s over %zu bytes",
-                    "/api/v1/query", qs->max);
-    return 0;
+        rc = cma_query_parser_finish(qs->parser, &r, perr);
+    if (rc == CMA_OK && req->status >= 200 && req->status < 300) {
+        cma_log_v(6, "prometheus /api/v1/query: %zu bytes, kept %zu of %zu series", qs->bytes,
+                  r->n_samples, r->n_seen);
+        *ret = r;
+        return CMA_OK;
+    }
+    cma_prom_result_free(r);
+    if ((req->status >= 200 && req->status < 300) || (rc != CMA_OK && is_own_verdict(rc))) {
+        cma_err_copy(reterr, perr);
+        return rc;
+    }
+    /* 400/422/503 whose body is not a Prometheus error (a proxy's page, say). */
+    return http_status_error(req->api_path, req->status, qs->head.buf, qs->head.len, reterr);
 }
 
 enum cma_errc cma_prom_query(struct cma_prom *p, const char *promql, int64_t time_ms,
-                             struct cma_prom_result **ret, struct cma_err *reterr)
+                             cma_sample_keep_fn keep, void *keep_ctx, struct cma_prom_result **ret,
+                             struct cma_err *reterr)
 {
     struct cma_buf params;
     cma_buf_init(&params, 0);
@@ -622,12 +750,13 @@ enum cma_errc cma_prom_query(struct cma_prom *p, const char *promql, int64_t tim
         rc = cma_buf_appends(&params, "&time=");
     if (rc == CMA_OK)
         rc = cma_clients_append_unix_seconds(&params, time_ms);
+    struct query_sink qs = {.mode = MODE_UNDECIDED, .max = p->max_response_bytes};
+    if (rc == CMA_OK && cma_query_parser_new(keep, keep_ctx, &p->budget, &qs.parser) != CMA_OK)
+        rc = CMA_ERR_NOMEM;
     if (rc != CMA_OK) {
         cma_buf_done(&params);
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     }
-    struct query_sink qs = {.max = p->max_response_bytes};
-    cma_buf_init(&qs.body, p->max_response_bytes);
     struct request req = {
         .api_path = "/api/v1/query",
         .params = cma_buf_str(&params),
@@ -636,77 +765,33 @@ enum cma_errc cma_prom_query(struct cma_prom *p, const char *promql, int64_t tim
         .sink = &qs.sink,
         .write_ctx = &qs,
     };
-    rc = perform(p, &req, reterr);
+    struct cma_err perr;
+    cma_err_clear(&perr);
+    rc = perform(p, &req, &perr);
+    rc = query_outcome(&req, &qs, rc, &perr, ret, reterr);
     cma_buf_done(&params);
-    if (rc != CMA_OK) {
-        cma_buf_done(&qs.body);
-        return rc;
-    }
-    if (cma_log_enabled(8))
-        cma_log_v(8, "prometheus /api/v1/query body: %.*s",
-                  (int)(qs.body.len > LOG_BODY_BYTES ? LOG_BODY_BYTES : qs.body.len),
-                  cma_buf_str(&qs.body));
-    if (!is_prometheus_status(req.status)) {
-        rc = http_status_error(req.api_path, req.status, qs.body.ptr, qs.body.len, reterr);
-        cma_buf_done(&qs.body);
-        return rc;
-    }
-    struct cma_err derr;
-    cma_err_clear(&derr);
-    struct cma_prom_result *r = NULL;
-    rc = cma_prom_decode_query(cma_buf_str(&qs.body), qs.body.len, &r, &derr);
-    if (req.status >= 200 && req.status < 300) {
-        cma_err_copy(reterr, &derr);
-    } else if (rc == CMA_OK || !is_status_error_code(rc)) {
-        /* 400/422/503 whose body is not a Prometheus error (a proxy's page, say). */
-        cma_prom_result_free(r);
-        r = NULL;
-        rc = http_status_error(req.api_path, req.status, qs.body.ptr, qs.body.len, reterr);
-    } else {
-        cma_err_copy(reterr, &derr);
-    }
-    cma_buf_done(&qs.body);
-    if (rc == CMA_OK)
-        *ret = r;
+    cma_query_parser_free(qs.parser);
     return rc;
 }
 
 /* ---- series listing ---------------------------------------------------------------------- */
 
-enum series_mode { MODE_UNDECIDED, MODE_STREAM, MODE_HEAD };
-
 struct series_sink {
     struct sink sink; /* first */
     struct cma_series_parser *parser;
-    enum series_mode mode;
-    char head[SNIPPET_BYTES];
-    size_t head_len;
+    enum body_mode mode;
+    struct head head;
 };
 
 static size_t series_write(char *data, size_t size, size_t nmemb, void *ctx)
 {
     struct series_sink *ss = ctx;
     size_t len = size * nmemb;
-    if (ss->head_len < sizeof(ss->head)) {
-        size_t n = sizeof(ss->head) - ss->head_len;
-        if (n > len)
-            n = len;
-        memcpy(ss->head + ss->head_len, data, n);
-        ss->head_len += n;
-    }
-    if (ss->mode == MODE_UNDECIDED) {
-        long status = 0;
-        curl_easy_getinfo(ss->sink.handle, CURLINFO_RESPONSE_CODE, &status);
-        ss->mode = is_prometheus_status(status) ? MODE_STREAM : MODE_HEAD;
-    }
-    if (ss->mode == MODE_HEAD) {
-        /* Not a Prometheus answer: the head is all the error message needs. */
-        if (ss->head_len < sizeof(ss->head))
-            return len;
-        ss->sink.aborted = true;
-        cma_err_set(&ss->sink.err, CMA_ERR_BACKEND_ERROR, "not a prometheus answer");
-        return 0;
-    }
+    keep_head(&ss->head, data, len);
+    if (ss->mode == MODE_UNDECIDED)
+        ss->mode = body_mode(&ss->sink);
+    if (ss->mode == MODE_HEAD)
+        return head_only(&ss->sink, &ss->head, len);
     if (cma_series_parser_feed(ss->parser, data, len, &ss->sink.err) != CMA_OK) {
         ss->sink.aborted = true;
         return 0;
@@ -723,7 +808,7 @@ static enum cma_errc series_outcome(struct request *req, struct series_sink *ss,
         return rc;
     }
     if (!is_prometheus_status(req->status))
-        return http_status_error(req->api_path, req->status, ss->head, ss->head_len, reterr);
+        return http_status_error(req->api_path, req->status, ss->head.buf, ss->head.len, reterr);
     if (rc == CMA_OK)
         rc = cma_series_parser_finish(ss->parser, perr);
     bool ok_status = req->status >= 200 && req->status < 300;
@@ -733,7 +818,7 @@ static enum cma_errc series_outcome(struct request *req, struct series_sink *ss,
         return rc;
     }
     /* 400/422/503 whose body is not a Prometheus error (a proxy's page, say). */
-    return http_status_error(req->api_path, req->status, ss->head, ss->head_len, reterr);
+    return http_status_error(req->api_path, req->status, ss->head.buf, ss->head.len, reterr);
 }
 
 enum cma_errc cma_prom_series(struct cma_prom *p, const char *match, int64_t start_ms,
@@ -765,7 +850,7 @@ enum cma_errc cma_prom_series(struct cma_prom *p, const char *match, int64_t sta
     struct request req = {
         .api_path = "/api/v1/series",
         .params = cma_buf_str(&params),
-        .timeout_ms = series_timeout_ms > 0 ? series_timeout_ms : 10 * p->timeout_ms,
+        .timeout_ms = series_timeout_ms > 0 ? series_timeout_ms : p->series_timeout_ms,
         .write = series_write,
         .sink = &ss.sink,
         .write_ctx = &ss,

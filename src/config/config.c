@@ -5,8 +5,10 @@
  * - The tree is walked once; every mapping is first checked against its list of allowed keys
  *   (unknown key → CMA_ERR_CONFIG_KEY naming the allowed ones), then each field is read by name.
  * - yaml.v2 compatibility: any scalar is accepted where a string is expected (numbers and bools
- *   keep their text), null means "unset", null list items are skipped (yaml.v2 drops them),
- *   a null resourceRules is absent. Duplicate keys are reported by yamldoc.
+ *   keep their text), null means "unset", a null resourceRules is absent. A null list item is
+ *   the zero value, as yaml.v2 decodes it: an empty rule in rules/externalRules (rules/rule.c
+ *   warns about it), a filter without is/isNot in seriesFilters (an error, as upstream).
+ *   Duplicate keys are reported by yamldoc; a second YAML document is ignored with a warning.
  * - The result is built in place into a heap struct; on any error the half-built struct is freed
  *   with cma_config_free(), which accepts partial objects. Errors carry the node's position. */
 #include "cma/config.h"
@@ -270,6 +272,9 @@ static enum cma_errc read_filter(struct loader *ld, const struct cma_ynode *item
 {
     static const char *const keys[] = {"is", "isNot", NULL};
     f->pos = pos_of(ld, item);
+    if (is_null(item)) /* yaml.v2: the zero RegexFilter, which prometheus-adapter refuses */
+        return fail_at(ld, CMA_ERR_CONFIG_VALUE, item,
+                       "must have either an `is` or `isNot` expression in a filter");
     if (item->kind != CMA_YNODE_MAPPING)
         return wrong_kind(ld, item, "a mapping (is or isNot)", "each filter in seriesFilters");
     enum cma_errc rc = check_keys(ld, item, keys);
@@ -310,8 +315,6 @@ static enum cma_errc read_filters(struct loader *ld, const struct cma_ynode *rul
     if (!rule->series_filters)
         return fail_nomem(ld);
     for (size_t i = 0; i < v->n_items; i++) {
-        if (is_null(v->items[i]))
-            continue;
         enum cma_errc rc =
             read_filter(ld, v->items[i], &rule->series_filters[rule->n_series_filters++]);
         if (rc)
@@ -348,6 +351,14 @@ static enum cma_errc read_rule(struct loader *ld, const struct cma_ynode *item, 
                                        "name",        "metricsQuery",  NULL};
     rule->pos = pos_of(ld, item);
     rule->resources.namespaced = true;
+    if (is_null(item)) { /* yaml.v2: the zero DiscoveryRule; every value unset, here */
+        struct cma_config_str *strs[] = {&rule->series_query, &rule->name_matches, &rule->name_as,
+                                         &rule->metrics_query, &rule->resources.template_};
+        for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+            strs[i]->pos = rule->pos;
+        rule->resources.pos = rule->pos;
+        return CMA_OK;
+    }
     if (item->kind != CMA_YNODE_MAPPING)
         return fail_at(ld, CMA_ERR_CONFIG_TYPE, item,
                        "expected a mapping for each rule in %s, got %s", list, kind_name(item));
@@ -379,8 +390,6 @@ static enum cma_errc read_rules(struct loader *ld, const struct cma_ynode *root,
     if (!*ret)
         return fail_nomem(ld);
     for (size_t i = 0; i < v->n_items; i++) {
-        if (is_null(v->items[i]))
-            continue;
         enum cma_errc rc = read_rule(ld, v->items[i], key, &(*ret)[(*ret_n)++]);
         if (rc)
             return rc;
@@ -527,6 +536,23 @@ static enum cma_errc build(struct loader *ld, const struct cma_ynode *root)
     return rc;
 }
 
+/* Appends "file:line:column: message" to cfg->warnings. */
+static enum cma_errc add_warning(struct cma_config *cfg, unsigned line, unsigned column,
+                                 const char *msg)
+{
+    char **w = realloc(cfg->warnings, (cfg->n_warnings + 1) * sizeof(*w));
+    if (!w)
+        return CMA_ERR_NOMEM;
+    cfg->warnings = w;
+    size_t len = strlen(cfg->file) + strlen(msg) + 32;
+    char *line_text = malloc(len);
+    if (!line_text)
+        return CMA_ERR_NOMEM;
+    snprintf(line_text, len, "%s:%u:%u: %s", cfg->file, line, column, msg);
+    w[cfg->n_warnings++] = line_text;
+    return CMA_OK;
+}
+
 static enum cma_errc from_doc(const struct cma_ydoc *doc, struct cma_config **ret,
                               struct cma_err *reterr)
 {
@@ -537,6 +563,12 @@ static enum cma_errc from_doc(const struct cma_ydoc *doc, struct cma_config **re
     }
     struct loader ld = {.cfg = cfg, .reterr = reterr};
     enum cma_errc rc = build(&ld, cma_ydoc_root(doc));
+    unsigned line, column;
+    if (rc == CMA_OK && cma_ydoc_ignored_document(doc, &line, &column) &&
+        add_warning(cfg, line, column,
+                    "a second YAML document starts here and is ignored: prometheus-adapter "
+                    "(yaml.v2) reads only the first one; put every rule in one document") != CMA_OK)
+        rc = fail_nomem(&ld);
     if (rc) {
         cma_config_free(cfg);
         return rc;
@@ -623,6 +655,9 @@ void cma_config_free(struct cma_config *cfg)
         str_done(&cfg->resource_rules->window);
         free(cfg->resource_rules);
     }
+    for (size_t i = 0; i < cfg->n_warnings; i++)
+        free(cfg->warnings[i]);
+    free(cfg->warnings);
     free(cfg->file);
     free(cfg);
 }

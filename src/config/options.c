@@ -7,8 +7,11 @@
  *   accepted too. Positional arguments are errors (the adapter takes none).
  * - Defaults are text in the table and are applied with the same setters as user values, so the
  *   printed default and the effective default cannot drift apart.
- * - klog's deprecated flags are parsed (a value is consumed when they take one) and ignored with
- *   a warning line written to the caller's `warnings` stream; this module does not log. */
+ * - prometheus-adapter's flags that this table lacks (klog's, audit, profiling, ...: compat.c)
+ *   are parsed with their Go type and ignored with one warning line each on the caller's
+ *   `warnings` stream; this module does not log. Any other unknown flag is an error.
+ * - --tls-cipher-suites takes Go's names; the RC4 ones (never offered here) are dropped with a
+ *   warning, an unknown name is an error, as in Kubernetes. */
 #include "cma/options.h"
 
 #include <errno.h>
@@ -16,20 +19,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cma/compat.h"
 #include "cma/str.h"
 
 enum flag_type {
-    FLAG_STRING,        /* char * */
-    FLAG_STRING_ARRAY,  /* char ** + size_t count (repeatable) */
-    FLAG_BOOL,          /* bool */
-    FLAG_DURATION,      /* int64_t milliseconds, Go duration syntax */
-    FLAG_INT,           /* int */
-    FLAG_INT64,         /* int64_t */
-    FLAG_IGNORED_VALUE, /* deprecated, takes a value, ignored */
-    FLAG_IGNORED_BOOL,  /* deprecated bool, ignored */
+    FLAG_STRING,       /* char * */
+    FLAG_STRING_ARRAY, /* char ** + size_t count (repeatable) */
+    FLAG_BOOL,         /* bool */
+    FLAG_DURATION,     /* int64_t milliseconds, Go duration syntax */
+    FLAG_INT,          /* int */
+    FLAG_INT64,        /* int64_t */
 };
 
 typedef enum cma_errc (*value_check_fn)(const char *value, struct cma_err *reterr);
+/* Rewrites a FLAG_STRING value before it is stored (*ret: malloc'd); may warn. */
+typedef enum cma_errc (*value_normalize_fn)(const char *value, FILE *warnings, char **ret,
+                                            struct cma_err *reterr);
 
 struct flag {
     const char *name;
@@ -42,6 +47,7 @@ struct flag {
     bool hidden;
     int64_t min, max; /* FLAG_INT, FLAG_INT64, FLAG_DURATION (ms); both 0 = no range */
     value_check_fn check;
+    value_normalize_fn normalize;
 };
 
 #define OPT(field) offsetof(struct cma_options, field)
@@ -58,12 +64,55 @@ static enum cma_errc check_verb(const char *value, struct cma_err *reterr)
 
 static enum cma_errc check_tls_version(const char *value, struct cma_err *reterr)
 {
-    if (strcmp(value, "VersionTLS12") == 0 || strcmp(value, "VersionTLS13") == 0)
-        return CMA_OK;
+    static const char *const versions[] = {"VersionTLS10", "VersionTLS11", "VersionTLS12",
+                                           "VersionTLS13"};
+    for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
+        if (strcmp(value, versions[i]) == 0)
+            return CMA_OK;
     return cma_err_set(reterr, CMA_ERR_FLAG,
                        "invalid argument \"%s\" for \"--tls-min-version\" flag: allowed values "
-                       "are VersionTLS12, VersionTLS13",
+                       "are VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13",
                        value);
+}
+
+/* --tls-cipher-suites: Go names, comma-separated. Kept: the ones offered here; dropped with a
+ * warning: RC4 (Go knows them, this server never offers them); unknown: an error. */
+static enum cma_errc normalize_cipher_suites(const char *value, FILE *warnings, char **ret,
+                                             struct cma_err *reterr)
+{
+    size_t cap = strlen(value) + 1, used = 0;
+    char *out = malloc(cap);
+    if (!out)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    for (const char *p = value; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t len = strcspn(p, ",");
+        while (len > 0 && p[len - 1] == ' ')
+            len--;
+        if (len == 0)
+            break;
+        enum cma_cipher_suite_support support = cma_compat_cipher_suite(p, len);
+        if (support == CMA_CIPHER_UNKNOWN) {
+            free(out);
+            return cma_err_set(reterr, CMA_ERR_FLAG,
+                               "invalid argument \"%s\" for \"--tls-cipher-suites\" flag: cipher "
+                               "suite %.*s not supported or doesn't exist",
+                               value, (int)(len > 100 ? 100 : len), p);
+        }
+        if (support == CMA_CIPHER_SERVED) {
+            used +=
+                (size_t)snprintf(out + used, cap - used, "%s%.*s", used ? "," : "", (int)len, p);
+        } else if (warnings) {
+            fprintf(warnings,
+                    "cipher suite %.*s of --tls-cipher-suites has no effect here (RC4 is never "
+                    "offered); ignoring it\n",
+                    (int)len, p);
+        }
+        p += strcspn(p, ",");
+    }
+    *ret = out;
+    return CMA_OK;
 }
 
 static const struct flag flags[] = {
@@ -87,6 +136,13 @@ static const struct flag flags[] = {
      .max = INT64_MAX,
      .help = "How far back a series must have a sample to be listed; 0 means the relist "
              "interval"},
+    {.name = "catalog-cache-file",
+     .type = FLAG_STRING,
+     .offset = OPT(catalog_cache_file),
+     .help = "File that keeps the last good metric catalog (written atomically after each "
+             "successful relist, read at start), so a restarted adapter serves discovery at once "
+             "even while the backend is down; empty means off (e.g. a file on an emptyDir "
+             "volume)"},
     /* API groups: each is served only when its rules exist and its flag is not set */
     {.name = "disable-custom-metrics",
      .type = FLAG_BOOL,
@@ -164,7 +220,16 @@ static const struct flag flags[] = {
      .def = "10s",
      .min = 1,
      .max = INT64_MAX,
-     .help = "Time limit for one Prometheus request"},
+     .help = "Time limit for one Prometheus query (/api/v1/query); kube-apiserver LIST and "
+             "discovery calls use it too"},
+    {.name = "prometheus-series-timeout",
+     .type = FLAG_DURATION,
+     .offset = OPT(prometheus_series_timeout_ms),
+     .def = "30s",
+     .min = 1,
+     .max = INT64_MAX,
+     .help = "Time limit for one series listing (/api/v1/series) of a relist; a relist stops at "
+             "the first failure and the last good list of metrics keeps serving"},
     {.name = "prometheus-connect-timeout",
      .type = FLAG_DURATION,
      .offset = OPT(prometheus_connect_timeout_ms),
@@ -178,7 +243,17 @@ static const struct flag flags[] = {
      .def = "67108864",
      .min = 1,
      .max = INT64_MAX,
-     .help = "Largest Prometheus response body accepted, in bytes"},
+     .help = "Largest Prometheus query answer accepted, in bytes; a larger one is refused "
+             "(413) as soon as it is known to be larger"},
+    {.name = "prometheus-max-bytes-in-flight",
+     .type = FLAG_INT64,
+     .offset = OPT(prometheus_max_bytes_in_flight),
+     .def = "33554432",
+     .min = 1,
+     .max = INT64_MAX,
+     .help = "Bytes that the samples kept from Prometheus query answers may hold at once, across "
+             "all requests; a request that would go over is refused: 429 while others hold "
+             "them, 413 when its answer alone needs more"},
     /* serving */
     {.name = "bind-address",
      .type = FLAG_STRING,
@@ -217,11 +292,14 @@ static const struct flag flags[] = {
      .offset = OPT(tls_min_version),
      .def = "VersionTLS12",
      .check = check_tls_version,
-     .help = "Lowest TLS version served: VersionTLS12 or VersionTLS13"},
+     .help = "Lowest TLS version served: VersionTLS10, VersionTLS11, VersionTLS12 or "
+             "VersionTLS13"},
     {.name = "tls-cipher-suites",
      .type = FLAG_STRING,
      .offset = OPT(tls_cipher_suites),
-     .help = "Comma-separated cipher suites for TLS 1.2 (IANA names); a secure default list when "
+     .normalize = normalize_cipher_suites,
+     .help = "Comma-separated cipher suites for TLS 1.2 and older (Go's names, as Kubernetes "
+             "takes them; the RC4 ones are ignored with a warning); a secure default list when "
              "empty"},
     {.name = "disable-http2",
      .type = FLAG_BOOL,
@@ -234,7 +312,66 @@ static const struct flag flags[] = {
      .def = "1000",
      .min = 1,
      .max = 1000000,
-     .help = "Most client connections served at once"},
+     .help = "Most client connections open at once. At the limit a new connection takes the slot "
+             "of the oldest one without a request in progress (an unfinished TLS handshake "
+             "first, then an unfinished request, then an idle keep-alive connection)"},
+    {.name = "max-connections-per-client",
+     .type = FLAG_INT64,
+     .offset = OPT(max_connections_per_client),
+     .def = "100",
+     .min = 1,
+     .max = 1000000,
+     .help = "Most connections open at once from one client IP address; further ones are "
+             "closed at accept"},
+    {.name = "max-requests-inflight",
+     .type = FLAG_INT64,
+     .offset = OPT(max_requests_inflight),
+     .def = "64",
+     .min = 1,
+     .max = 10000,
+     .help = "Most requests handled at once (handler threads); further ones get 429 "
+             "TooManyRequests. Health probes without credentials do not count"},
+    {.name = "tls-handshake-timeout",
+     .type = FLAG_DURATION,
+     .offset = OPT(tls_handshake_timeout_ms),
+     .def = "10s",
+     .min = 1,
+     .max = 3600000,
+     .help = "Time from accepting a connection to the end of its TLS handshake; the connection "
+             "is closed when it runs out, whatever the client still sends"},
+    {.name = "request-header-timeout",
+     .type = FLAG_DURATION,
+     .offset = OPT(request_header_timeout_ms),
+     .def = "10s",
+     .min = 1,
+     .max = 3600000,
+     .help = "Time to receive a whole request (line, headers and any body) after the TLS "
+             "handshake, or after the previous response plus --keep-alive-timeout; the "
+             "connection is closed when it runs out"},
+    {.name = "keep-alive-timeout",
+     .type = FLAG_DURATION,
+     .offset = OPT(keep_alive_timeout_ms),
+     .def = "2m",
+     .min = 1000,
+     .max = 86400000,
+     .help = "How long an idle keep-alive connection stays open without traffic (whole seconds)"},
+    {.name = "max-request-header-bytes",
+     .type = FLAG_INT64,
+     .offset = OPT(max_request_header_bytes),
+     .def = "16384",
+     .min = 4096,
+     .max = 1048576,
+     .help = "Memory per connection for the request line and headers (a request needs a few "
+             "hundred bytes less); a longer request line gets 414, longer headers 431. Every "
+             "connection that made a request holds this much"},
+    {.name = "shutdown-grace-period",
+     .type = FLAG_DURATION,
+     .offset = OPT(shutdown_grace_period_ms),
+     .def = "25s",
+     .min = 0,
+     .max = 3600000,
+     .help = "On SIGTERM or SIGINT, how long requests already received may take to finish; new "
+             "connections are refused at once"},
     /* kube */
     {.name = "lister-kubeconfig",
      .type = FLAG_STRING,
@@ -350,32 +487,19 @@ static const struct flag flags[] = {
     {.name = "check-config",
      .type = FLAG_BOOL,
      .offset = OPT(check_config),
-     .help = "Load and compile the config file, report the first error, and exit"},
+     .help = "Load and compile the config file, print its warnings, and exit: 0 when it loads "
+             "(warnings included), 1 at the first error"},
+    {.name = "strict-config",
+     .type = FLAG_BOOL,
+     .offset = OPT(strict_config),
+     .help = "Treat config warnings (rules prometheus-adapter would load but cannot serve, an "
+             "ignored second YAML document, ...) as errors: exit 1 instead of starting; with "
+             "--check-config, for CI"},
     {.name = "print-flags-markdown",
      .type = FLAG_BOOL,
      .offset = OPT(print_flags_markdown),
      .hidden = true,
      .help = "Print this flag reference as Markdown (docs/flags.md) and exit"},
-    /* klog's deprecated flags: accepted and ignored */
-    {.name = "logtostderr", .type = FLAG_IGNORED_BOOL, .hidden = true},
-    {.name = "alsologtostderr", .type = FLAG_IGNORED_BOOL, .hidden = true},
-    {.name = "log-dir", .type = FLAG_IGNORED_VALUE, .hidden = true},
-    {.name = "log_dir", .type = FLAG_IGNORED_VALUE, .hidden = true},
-    {.name = "log-file", .type = FLAG_IGNORED_VALUE, .hidden = true},
-    {.name = "log_file", .type = FLAG_IGNORED_VALUE, .hidden = true},
-    {.name = "log-file-max-size", .type = FLAG_IGNORED_VALUE, .hidden = true},
-    {.name = "log_file_max_size", .type = FLAG_IGNORED_VALUE, .hidden = true},
-    {.name = "log-flush-frequency", .type = FLAG_IGNORED_VALUE, .hidden = true},
-    {.name = "one-output", .type = FLAG_IGNORED_BOOL, .hidden = true},
-    {.name = "one_output", .type = FLAG_IGNORED_BOOL, .hidden = true},
-    {.name = "skip-headers", .type = FLAG_IGNORED_BOOL, .hidden = true},
-    {.name = "skip_headers", .type = FLAG_IGNORED_BOOL, .hidden = true},
-    {.name = "skip-log-headers", .type = FLAG_IGNORED_BOOL, .hidden = true},
-    {.name = "skip_log_headers", .type = FLAG_IGNORED_BOOL, .hidden = true},
-    {.name = "stderrthreshold", .type = FLAG_IGNORED_VALUE, .hidden = true},
-    {.name = "add-dir-header", .type = FLAG_IGNORED_BOOL, .hidden = true},
-    {.name = "add_dir_header", .type = FLAG_IGNORED_BOOL, .hidden = true},
-    {.name = "vmodule", .type = FLAG_IGNORED_VALUE, .hidden = true},
 };
 
 #define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
@@ -400,7 +524,7 @@ static const struct flag *find_short(char c)
 
 static bool takes_value(const struct flag *f)
 {
-    return f->type != FLAG_BOOL && f->type != FLAG_IGNORED_BOOL;
+    return f->type != FLAG_BOOL;
 }
 
 /* ---- setters -------------------------------------------------------------------------------- */
@@ -499,9 +623,14 @@ static enum cma_errc set_value(struct cma_options *o, const struct flag *f, cons
             if (rc)
                 return rc;
         }
-        char *copy = cma_strdup(value);
-        if (!copy)
+        char *copy = NULL;
+        if (f->normalize) {
+            enum cma_errc rc = f->normalize(value, warnings, &copy, reterr);
+            if (rc)
+                return rc;
+        } else if (!(copy = cma_strdup(value))) {
             return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        }
         free(*(char **)field);
         *(char **)field = copy;
         return CMA_OK;
@@ -534,11 +663,6 @@ static enum cma_errc set_value(struct cma_options *o, const struct flag *f, cons
             *(int64_t *)field = v;
         return CMA_OK;
     }
-    case FLAG_IGNORED_BOOL:
-    case FLAG_IGNORED_VALUE:
-        if (warnings)
-            fprintf(warnings, "flag --%s is deprecated (a klog flag) and ignored\n", f->name);
-        return CMA_OK;
     }
     return cma_err_set(reterr, CMA_ERR_INTERNAL, "flag --%s has no type", f->name);
 }
@@ -557,6 +681,57 @@ static enum cma_errc apply_defaults(struct cma_options *o, struct cma_err *reter
 
 /* ---- parsing -------------------------------------------------------------------------------- */
 
+/* True when value parses as the Go type of a flag accepted without effect. */
+static bool ignored_value_ok(enum cma_compat_type type, const char *value, const char **expected)
+{
+    bool b;
+    int64_t v;
+    char *end = NULL;
+    switch (type) {
+    case CMA_COMPAT_BOOL:
+        *expected = "expected true or false";
+        return parse_bool(value, &b);
+    case CMA_COMPAT_INT:
+        *expected = "not an integer";
+        return parse_int(value, &v);
+    case CMA_COMPAT_FLOAT:
+        *expected = "not a number";
+        errno = 0;
+        (void)strtod(value, &end);
+        return *value && errno == 0 && end && *end == '\0';
+    case CMA_COMPAT_DURATION:
+        *expected = "not a duration (e.g. 30s, 5m, 1h30m)";
+        return cma_duration_parse(value, &v, NULL) == CMA_OK;
+    case CMA_COMPAT_STRING:
+        break;
+    }
+    return true;
+}
+
+/* A prometheus-adapter flag this adapter accepts without acting on it: the value is taken and
+ * checked as upstream's parser would, then one warning line says so. */
+static enum cma_errc parse_ignored(const struct cma_compat_flag *c, int argc, char **argv, int *i,
+                                   size_t name_len, const char *value, FILE *warnings,
+                                   struct cma_err *reterr)
+{
+    const char *arg = argv[*i];
+    const char *name = arg[1] == '-' ? arg + 2 : arg + 1;
+    if (!value && c->type == CMA_COMPAT_BOOL)
+        value = "true";
+    else if (!value && *i + 1 < argc)
+        value = argv[++*i];
+    else if (!value)
+        return cma_err_set(reterr, CMA_ERR_FLAG, "flag needs an argument: %s", arg);
+    const char *expected = "";
+    if (!ignored_value_ok(c->type, value, &expected))
+        return cma_err_set(reterr, CMA_ERR_FLAG, "invalid argument \"%s\" for \"--%.*s\" flag: %s",
+                           value, (int)name_len, name, expected);
+    if (warnings)
+        fprintf(warnings, "flag --%.*s has no effect here (%s); ignoring it\n", (int)name_len, name,
+                c->no_effect);
+    return CMA_OK;
+}
+
 /* Parses argv[*i] (a flag); may consume argv[*i + 1] as its value. */
 static enum cma_errc parse_one(struct cma_options *o, int argc, char **argv, int *i, FILE *warnings,
                                struct cma_err *reterr)
@@ -567,6 +742,9 @@ static enum cma_errc parse_one(struct cma_options *o, int argc, char **argv, int
     size_t name_len = eq ? (size_t)(eq - body) : strlen(body);
     const char *value = eq ? eq + 1 : NULL;
     const struct flag *f = find_long(body, name_len);
+    const struct cma_compat_flag *ignored = f ? NULL : cma_compat_ignored_flag(body, name_len);
+    if (ignored && name_len > 0)
+        return parse_ignored(ignored, argc, argv, i, name_len, value, warnings, reterr);
     if (!f && arg[1] != '-') {
         /* -x, -x=v, -xv: a shorthand */
         f = find_short(body[0]);
@@ -596,11 +774,6 @@ static enum cma_errc parse_one(struct cma_options *o, int argc, char **argv, int
             /* no '=' on this path: arg is the flag exactly as written */
             return cma_err_set(reterr, CMA_ERR_FLAG, "flag needs an argument: %s", arg);
         }
-    }
-    if (f->type == FLAG_IGNORED_BOOL) {
-        bool b;
-        if (!parse_bool(value, &b))
-            return bad_value(f, value, reterr, "expected true or false");
     }
     return set_value(o, f, value, warnings, reterr);
 }
@@ -687,7 +860,6 @@ static const char *type_name(const struct flag *f)
 {
     switch (f->type) {
     case FLAG_STRING:
-    case FLAG_IGNORED_VALUE:
         return "string";
     case FLAG_STRING_ARRAY:
         return "stringArray";
@@ -697,7 +869,6 @@ static const char *type_name(const struct flag *f)
     case FLAG_INT64:
         return "int";
     case FLAG_BOOL:
-    case FLAG_IGNORED_BOOL:
         return "bool";
     }
     return "";
@@ -791,4 +962,10 @@ void cma_options_print_markdown(FILE *out)
         md_cell(out, f->help);
         fputs(" |\n", out);
     }
+    fputs("\n## prometheus-adapter's flags\n\n"
+          "Every flag of prometheus-adapter v0.12.0 (its own, klog's and the generic apiserver's "
+          "that it inherits) and what this adapter does with it. A flag marked *accepted, no "
+          "effect* is parsed with its type and ignored with one warning line on stderr.\n\n",
+          out);
+    cma_compat_print_markdown(out);
 }

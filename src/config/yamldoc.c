@@ -11,7 +11,9 @@
  *   counting aliased nodes in full). The weight of any node is capped at MAX_WEIGHT, so a walk
  *   over the tree that follows aliases is bounded too. Anchors are found through a hash table.
  * - Duplicate keys are checked when a mapping closes (sorted copy of the keys: O(n log n)).
- * - Only the first document counts; a later document is allowed only when it is empty. */
+ * - Only the first document counts, as in yaml.v2's Unmarshal (prometheus-adapter's loader): a
+ *   later document that is not empty is neither parsed nor checked; where it starts is kept
+ *   (cma_ydoc_ignored_document) so the caller can warn. */
 #include "cma/yamldoc.h"
 
 #include <errno.h>
@@ -40,6 +42,7 @@ struct cma_ydoc {
     struct cma_ynode *root;
     struct node_slab *slabs;
     size_t n_nodes;
+    unsigned ignored_line, ignored_column; /* a later, non-empty document; 0 = none */
 };
 
 struct anchor {
@@ -219,13 +222,6 @@ static enum cma_errc attach(struct parser *p, struct cma_ynode *node, size_t wei
                             const struct cma_ynode *at, struct cma_err *reterr)
 {
     if (p->depth == 0) {
-        if (p->in_later_doc) {
-            if (node->kind == CMA_YNODE_SCALAR && node->is_null)
-                return CMA_OK;
-            return cma_err_set_at(reterr, CMA_ERR_CONFIG_SYNTAX, p->doc->file, p->later_doc_line,
-                                  p->later_doc_column,
-                                  "expected a single YAML document, found a second one");
-        }
         p->doc->root = node->kind == CMA_YNODE_SCALAR && node->is_null ? NULL : node;
         return CMA_OK;
     }
@@ -386,10 +382,6 @@ static enum cma_errc on_scalar(struct parser *p, const yaml_event_t *ev, struct 
 static enum cma_errc on_start(struct parser *p, const yaml_event_t *ev, enum cma_ynode_kind kind,
                               const yaml_char_t *anchor, struct cma_err *reterr)
 {
-    if (p->depth == 0 && p->in_later_doc)
-        return cma_err_set_at(reterr, CMA_ERR_CONFIG_SYNTAX, p->doc->file, p->later_doc_line,
-                              p->later_doc_column,
-                              "expected a single YAML document, found a second one");
     if (p->depth == MAX_DEPTH)
         return cma_err_set_at(
             reterr, CMA_ERR_CONFIG_SYNTAX, p->doc->file, (unsigned)ev->start_mark.line + 1,
@@ -503,7 +495,7 @@ static enum cma_errc on_event(struct parser *p, const yaml_event_t *ev, struct c
 {
     switch (ev->type) {
     case YAML_DOCUMENT_START_EVENT:
-        if (p->n_docs++ > 0 && !p->in_later_doc) {
+        if (p->n_docs++ > 0) {
             p->in_later_doc = true;
             p->later_doc_line = (unsigned)ev->start_mark.line + 1;
             p->later_doc_column = (unsigned)ev->start_mark.column + 1;
@@ -523,6 +515,29 @@ static enum cma_errc on_event(struct parser *p, const yaml_event_t *ev, struct c
     default:
         return CMA_OK;
     }
+}
+
+/* True for the events of an empty later document (its start and end, an empty plain scalar),
+ * which may follow the first document without being ignored content. */
+static bool later_document_event_is_empty(const yaml_event_t *ev)
+{
+    switch (ev->type) {
+    case YAML_DOCUMENT_START_EVENT:
+    case YAML_DOCUMENT_END_EVENT:
+    case YAML_STREAM_END_EVENT:
+        return true;
+    case YAML_SCALAR_EVENT:
+        return ev->data.scalar.length == 0 && ev->data.scalar.plain_implicit &&
+               !ev->data.scalar.anchor && !ev->data.scalar.tag;
+    default:
+        return false;
+    }
+}
+
+static void ignore_later_document(struct parser *p)
+{
+    p->doc->ignored_line = p->later_doc_line;
+    p->doc->ignored_column = p->later_doc_column;
 }
 
 static void parser_done(struct parser *p)
@@ -557,13 +572,20 @@ enum cma_errc cma_ydoc_parse(const char *file, const char *text, size_t len, str
     for (;;) {
         yaml_event_t ev;
         if (!yaml_parser_parse(&yp, &ev)) {
-            rc = libyaml_error(&yp, doc->file, text, len, reterr);
+            if (p.in_later_doc)
+                ignore_later_document(&p); /* never read: its errors do not count */
+            else
+                rc = libyaml_error(&yp, doc->file, text, len, reterr);
             break;
         }
-        rc = on_event(&p, &ev, reterr);
+        bool stop = p.in_later_doc && !later_document_event_is_empty(&ev);
+        if (stop)
+            ignore_later_document(&p);
+        else if (!p.in_later_doc || ev.type == YAML_DOCUMENT_START_EVENT)
+            rc = on_event(&p, &ev, reterr); /* an empty later document adds nothing */
         bool done = ev.type == YAML_STREAM_END_EVENT;
         yaml_event_delete(&ev);
-        if (rc || done)
+        if (rc || done || stop)
             break;
     }
     yaml_parser_delete(&yp);
@@ -608,6 +630,15 @@ const struct cma_ynode *cma_ydoc_root(const struct cma_ydoc *doc)
 const char *cma_ydoc_file(const struct cma_ydoc *doc)
 {
     return doc ? doc->file : NULL;
+}
+
+bool cma_ydoc_ignored_document(const struct cma_ydoc *doc, unsigned *line, unsigned *column)
+{
+    if (!doc || doc->ignored_line == 0)
+        return false;
+    *line = doc->ignored_line;
+    *column = doc->ignored_column;
+    return true;
 }
 
 const struct cma_ynode *cma_ynode_get(const struct cma_ynode *map, const char *key)

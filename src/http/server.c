@@ -1,20 +1,50 @@
 /* server.c: the HTTPS server on libmicrohttpd 0.9.75 + GnuTLS; the only <microhttpd.h> user.
- * Owns the daemon, TLS options (priorities, client-certificate request), raw-path and query
- * handling, per-request state, body limits and the common response headers.
+ * Owns the daemon and its event loops, the hand-off of requests to the worker pool and back,
+ * the wiring of connections to their deadlines, draining, TLS options (priorities,
+ * client-certificate request, certificate reload), raw-path, target and query handling,
+ * per-request state, body limits and the common response headers.
  *
  * DESIGN
- * - One thread per connection (MHD_USE_THREAD_PER_CONNECTION with poll(), so descriptors above
- *   FD_SETSIZE work). The handler runs on the connection's thread; the server struct is
- *   read-only after start, so no lock is needed.
+ * - Connection model (docs/architecture.md): libmicrohttpd's epoll event loop on a few threads
+ *   (MHD_OPTION_THREAD_POOL_SIZE) that never block: they accept, run TLS handshakes, parse
+ *   requests and write responses for every connection. A complete request is then handed to a
+ *   bounded worker pool (workpool.c): the connection is suspended (MHD_suspend_connection), a
+ *   worker runs the handler, which may block on the backend, kube API or auth webhooks, stores
+ *   the reply in the request state and resumes the connection; libmicrohttpd then calls
+ *   on_request again on the event thread, which queues the stored reply. A full pool answers 429
+ *   at once. Health probes without credentials (GET/HEAD /healthz, /livez, /readyz and their
+ *   subpaths, no Authorization header) are answered on the event thread itself: their handler
+ *   never blocks, so kubelet probes answer even when every worker waits on a hung backend.
+ * - Deadlines (conntrack.c): NOTIFY_CONNECTION tracks each socket from accept to close; a
+ *   GnuTLS handshake hook marks the end of the handshake; the last on_request call of a request
+ *   marks it received; NOTIFY_COMPLETED marks it answered (keep-alive). A sweeper thread cuts
+ *   connections whose handshake or request is not complete by an absolute deadline.
+ *   MHD_OPTION_CONNECTION_TIMEOUT stays the (activity-reset) keep-alive idle timeout;
+ *   MHD_OPTION_PER_IP_CONNECTION_LIMIT caps connections per client address. At
+ *   max_connections a new connection takes the slot of the oldest one without a request in
+ *   progress; libmicrohttpd's own limit is set a little higher (hard_limit) so the newcomer is
+ *   accepted while the evicted connection closes.
+ * - Draining (SIGTERM): the listening socket is quiesced and shut down (new connections are
+ *   refused), idle and handshaking connections are cut, replies get "Connection: close", and
+ *   cma_server_drain() waits for the requests already received. libmicrohttpd must not be
+ *   stopped while a connection is suspended, so cma_server_stop() only stops it after a drain
+ *   that finished (or when no worker is busy).
+ * - Request targets: the URI log callback sees the request target as the client sent it, up to
+ *   the first NUL. libmicrohttpd cuts the request line in place, writing a NUL over the space
+ *   before the HTTP version, so the target is whole exactly when the version string starts one
+ *   byte after that NUL; a NUL the client sent ends the string earlier and the request gets 400,
+ *   as do control characters and spaces (Go's net/http rejects the same bytes).
  * - Raw paths: MHD_OPTION_UNESCAPE_CALLBACK is a no-op, so `url` and the query arguments arrive
  *   still percent-encoded. MHD itself turns '+' into ' ' in query arguments before calling it
  *   (MHD_parse_arguments_: MHD_unescape_plus, then the callback); we then percent-decode keys
  *   and values with plus_is_space=false, so "%2B" becomes a literal '+'. A malformed escape or
  *   an encoded NUL in the query gives 400.
- * - Per-request state lives in *con_cls: the first call creates it (and rejects a declared body
- *   over 1 MiB at once, before any "100 Continue"; MHD then closes the connection), upload
- *   calls count and discard the body (a chunked one over 1 MiB is answered 413 at its end, one
- *   over 16 MiB gets the connection closed), the final call (no upload data) runs the handler.
+ * - Per-request state lives in *con_cls: the URI log callback creates it; the first on_request
+ *   call checks the target (and rejects a declared body over 1 MiB at once, before any
+ *   "100 Continue"; MHD then closes the connection), upload calls count and discard the body (a
+ *   chunked one over 1 MiB is answered 413 at its end, one over 16 MiB gets the connection
+ *   closed), the final call (no upload data) runs the handler or hands it to a worker, and the
+ *   call after the worker resumed the connection queues the reply.
  *   MHD_OPTION_NOTIFY_COMPLETED frees it.
  * - Client certificates are requested, never required: MHD 0.9.75 calls
  *   gnutls_certificate_server_set_request(GNUTLS_CERT_REQUEST) on every session only when
@@ -33,14 +63,14 @@
  * - Serving certificate reload (cert-manager rotates the files in place): the certificate and key
  *   are not given to MHD; MHD_OPTION_HTTPS_CERT_CALLBACK (gnutls retrieve_function2) hands each
  *   handshake the current pair. MHD 0.9.75 has no per-daemon argument for that callback, so
- *   MHD_OPTION_NOTIFY_CONNECTION (called after the GnuTLS session exists, before the connection
- *   thread runs the handshake) stores the server in the session (gnutls_session_set_ptr). A
- *   watcher thread stats both files (device, inode, size, mtime) every tls_reload_interval_ms;
- *   on a change it parses and checks the pair (the key's public key ID equals the leaf's) and
- *   swaps it in under tls_lock. A bad pair is logged and the old one keeps serving; it is tried
- *   again on the next change of either file. GnuTLS does not free what the callback returns
- *   and a handshake may still use a pair after a swap, so replaced pairs are kept (a few KiB
- *   per rotation) and freed by cma_server_stop(). */
+ *   MHD_OPTION_NOTIFY_CONNECTION (called after the GnuTLS session exists, before the handshake)
+ *   stores the connection's tracking entry, whose owner is the server, in the session
+ *   (gnutls_session_set_ptr). A watcher thread stats both files (device, inode, size, mtime)
+ *   every tls_reload_interval_ms; on a change it parses and checks the pair (the key's public
+ *   key ID equals the leaf's) and swaps it in under tls_lock. A bad pair is logged and the old
+ *   one keeps serving; it is tried again on the next change of either file. GnuTLS does not
+ *   free what the callback returns and a handshake may still use a pair after a swap, so
+ *   replaced pairs are kept (a few KiB per rotation) and freed by cma_server_stop(). */
 #include "cma/server.h"
 
 #include <arpa/inet.h>
@@ -55,6 +85,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
@@ -63,15 +94,30 @@
 #include "cma/clock.h"
 #include "cma/log.h"
 #include "cma/str.h"
+#include "http_internal.h"
 
 #define MAX_BODY_BYTES ((size_t)1 << 20)
 /* A body that grows past the limit is discarded up to this much, then the connection closes. */
 #define MAX_DISCARD_BYTES ((size_t)16 << 20)
 #define MAX_PEM_BYTES ((size_t)4 << 20)
 #define DEFAULT_MAX_CONNECTIONS 1000u
-#define DEFAULT_TIMEOUT_S 120u
-/* Request line + headers must fit here (label selectors can be long). */
-#define CONNECTION_MEMORY_BYTES ((size_t)128 << 10)
+#define DEFAULT_MAX_PER_CLIENT 100u
+#define DEFAULT_MAX_IN_FLIGHT 64u
+#define DEFAULT_HANDSHAKE_TIMEOUT_MS 10000
+#define DEFAULT_HEADER_TIMEOUT_MS 10000
+#define DEFAULT_KEEP_ALIVE_TIMEOUT_MS 120000
+#define DEFAULT_EVENT_THREADS 2u
+/* Worker threads kept when idle, and how long an extra idle one lives. */
+#define MIN_WORKERS 2u
+#define WORKER_IDLE_EXIT_MS 30000
+/* cma_server_stop() without a finished drain: how long it waits for running handlers. */
+#define STOP_WAIT_MS 1000
+/* libmicrohttpd's per-connection memory: request line + headers must fit (a little less than
+ * this: the reply's headers are built there too). It is touched in full by every connection
+ * that made a request, so it is most of a keep-alive connection's cost besides the TLS
+ * session (docs/architecture.md). */
+#define DEFAULT_HEADER_BYTES ((size_t)16 << 10)
+#define MIN_HEADER_BYTES ((size_t)4 << 10)
 #define MAX_QUERY_PARAMS 1024
 #define LOG_LINE_MAX 512
 #define DEFAULT_TLS_RELOAD_INTERVAL_MS 5000u
@@ -120,13 +166,29 @@ struct cma_server {
     pthread_t watcher;
     unsigned reload_interval_ms;
     atomic_uint reloads; /* pairs swapped in since start */
+    /* connection model (see DESIGN) */
+    struct cma_workpool *pool;
+    struct cma_conntrack *track;
+    atomic_bool draining;          /* replies close their connection */
+    atomic_ullong rejected_busy;   /* 429s because every worker was busy */
+    atomic_ullong rejected_target; /* 400s for an invalid request target */
+    int quiesced_fd;               /* listening socket after a drain, closed by stop; -1 */
+    bool drained;                  /* a drain finished: no suspended connection is left */
 };
 
 struct request_state {
     struct cma_request req;
-    size_t body_bytes;   /* counted (and discarded) body bytes */
-    bool body_too_large; /* past MAX_BODY_BYTES */
-    bool responded;      /* a response was queued for this request */
+    struct cma_server *server;
+    const char *raw_target;  /* the URI log callback's view (MHD's read buffer) */
+    size_t raw_target_len;   /* bytes up to the first NUL */
+    size_t body_bytes;       /* counted (and discarded) body bytes */
+    bool headers_seen;       /* the first on_request call has run */
+    bool target_bad;         /* NUL, control or space byte in the request target */
+    bool body_too_large;     /* past MAX_BODY_BYTES */
+    bool responded;          /* a response was queued for this request */
+    bool dispatched;         /* handed to a worker (the connection was suspended) */
+    atomic_bool reply_ready; /* the worker's reply is in `reply` */
+    struct cma_response reply;
     size_t query_cap;
 };
 
@@ -139,6 +201,17 @@ static const char STATUS_400_QUERY[] =
 static const char STATUS_500_NOMEM[] =
     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
     "\"message\":\"out of memory\",\"reason\":\"InternalError\",\"code\":500}";
+
+static const char STATUS_400_TARGET[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+    "\"message\":\"invalid request target: NUL, control and space bytes must be percent-encoded\","
+    "\"reason\":\"BadRequest\",\"code\":400}";
+/* kube-apiserver's answer when --max-requests-inflight is reached (apiserver/pkg/server/filters).
+ */
+static const char STATUS_429[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+    "\"message\":\"Too many requests, please try again later.\",\"reason\":\"TooManyRequests\","
+    "\"details\":{\"retryAfterSeconds\":1},\"code\":429}";
 
 static const char STATUS_500_STATUS[] =
     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
@@ -626,7 +699,7 @@ static int retrieve_cert(gnutls_session_t session, const gnutls_datum_t *req_ca_
     (void)nreqs;
     (void)pk_algos;
     (void)pk_algos_length;
-    struct cma_server *s = gnutls_session_get_ptr(session);
+    struct cma_server *s = cma_conn_owner(gnutls_session_get_ptr(session));
     if (!s)
         return -1;
     pthread_mutex_lock(&s->tls_lock);
@@ -640,17 +713,79 @@ static int retrieve_cert(gnutls_session_t session, const gnutls_datum_t *req_ca_
     return 0;
 }
 
-/* MHD_OPTION_NOTIFY_CONNECTION: ties the new TLS session to its server (see DESIGN). */
+/* GnuTLS handshake hook: the client's Finished is the last message of every handshake kind the
+ * server runs (full or resumed, TLS 1.2 or 1.3), so receiving it ends the handshake phase. */
+static int on_handshake_msg(gnutls_session_t session, unsigned int htype, unsigned when,
+                            unsigned int incoming, const gnutls_datum_t *msg)
+{
+    (void)msg;
+    if (htype == GNUTLS_HANDSHAKE_FINISHED && when == GNUTLS_HOOK_POST && incoming) {
+        struct cma_conn *c = gnutls_session_get_ptr(session);
+        if (c && cma_conntrack_phase(c) == CMA_CONN_HANDSHAKE)
+            cma_conntrack_set_phase(c, CMA_CONN_HEADERS);
+    }
+    return 0;
+}
+
+/* The connection's tracking entry (NOTIFY_CONNECTION's socket context); NULL when untracked. */
+static struct cma_conn *conn_track(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: tracks the socket for its deadlines and ties the new TLS
+ * session to it (see DESIGN). Without memory to track it, the connection is cut at once. */
+/* Called just before libmicrohttpd closes a socket (after its answer and FIN went out). A close()
+ * with unread bytes in the receive queue makes the kernel send RST instead, and the client may then
+ * lose the answer it has not read yet: a 414 for a request line that was still arriving is the
+ * usual case. Discard what is already queued, without blocking and at most DRAIN_MAX_BYTES, so the
+ * close ends with the FIN. */
+#define DRAIN_MAX_BYTES (256 * 1024)
+static void drain_before_close(int fd)
+{
+    char sink[4096];
+    size_t total = 0;
+    while (total < DRAIN_MAX_BYTES) {
+        ssize_t n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+        if (n <= 0)
+            break;
+        total += (size_t)n;
+    }
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    (void)socket_context;
-    if (code != MHD_CONNECTION_NOTIFY_STARTED)
+    struct cma_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        const union MHD_ConnectionInfo *cfd =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (cfd)
+            drain_before_close(cfd->connect_fd);
+        cma_conntrack_remove(*socket_context);
+        *socket_context = NULL;
         return;
+    }
+    const union MHD_ConnectionInfo *fdi =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-    if (ci && ci->tls_session)
-        gnutls_session_set_ptr(ci->tls_session, cls);
+    if (!fdi)
+        return;
+    struct cma_conn *c = cma_conntrack_add(s->track, fdi->connect_fd, s);
+    *socket_context = c;
+    if (!c) {
+        cma_log_error("https: out of memory: closing a new connection");
+        shutdown(fdi->connect_fd, SHUT_RDWR);
+        return;
+    }
+    if (ci && ci->tls_session) {
+        gnutls_session_set_ptr(ci->tls_session, c);
+        gnutls_handshake_set_hook_function(ci->tls_session, GNUTLS_HANDSHAKE_FINISHED,
+                                           GNUTLS_HOOK_POST, on_handshake_msg);
+    }
 }
 
 /* ----- MHD callbacks ----- */
@@ -681,6 +816,33 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s)
     return strlen(s);
 }
 
+/* True for bytes that must be percent-encoded in a request target: NUL and the other control
+ * characters, space and DEL (Go's net/http answers 400 for the same). */
+static bool target_has_bad_byte(const char *target, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)target[i];
+        if (c <= 0x20 || c == 0x7f)
+            return true;
+    }
+    return false;
+}
+
+/* MHD_OPTION_URI_LOG_CALLBACK: the request line was parsed; the result is the initial *con_cls. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)conn;
+    struct request_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return NULL;
+    st->server = cls;
+    st->raw_target = uri;
+    st->raw_target_len = uri ? strlen(uri) : 0;
+    st->target_bad = !uri || target_has_bad_byte(uri, st->raw_target_len);
+    atomic_init(&st->reply_ready, false);
+    return st;
+}
+
 static void free_state(struct request_state *st)
 {
     if (!st)
@@ -690,17 +852,20 @@ static void free_state(struct request_state *st)
         free(st->req.query[i].value);
     }
     free(st->req.query);
+    cma_buf_done(&st->reply.body);
     free(st);
 }
 
+/* A request ended (answered or aborted): free its state; the connection now idles in keep-alive
+ * (or closes, which NOTIFY_CONNECTION reports next). */
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)conn;
     (void)toe;
     free_state(*con_cls);
     *con_cls = NULL;
+    cma_conntrack_set_phase(conn_track(conn), CMA_CONN_IDLE);
 }
 
 struct query_ctx {
@@ -755,7 +920,23 @@ static const char *printable(const char *s, char *out, size_t out_len)
     return out;
 }
 
-/* Queues body (taken from `body`) with our headers; always empties `body`. */
+/* Our headers on every reply; "Connection: close" while draining, Retry-After with a 429. */
+static bool add_common_headers(struct cma_server *s, struct MHD_Connection *conn,
+                               struct MHD_Response *resp, int status, const char *content_type)
+{
+    const char *audit_id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Audit-Id");
+    return MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                   content_type ? content_type : "application/json") == MHD_YES &&
+           MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache, private") ==
+               MHD_YES &&
+           MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff") == MHD_YES &&
+           (!audit_id || MHD_add_response_header(resp, "Audit-Id", audit_id) == MHD_YES) &&
+           (status != 429 || MHD_add_response_header(resp, "Retry-After", "1") == MHD_YES) &&
+           (!atomic_load(&s->draining) ||
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES);
+}
+
+/* Queues body (taken from `body`) with our headers; always empties `body`. Event thread only. */
 static enum MHD_Result send_reply(struct request_state *st, int status, const char *content_type,
                                   struct cma_buf *body)
 {
@@ -769,14 +950,7 @@ static enum MHD_Result send_reply(struct request_state *st, int status, const ch
         free(data);
         return MHD_NO;
     }
-    const char *audit_id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Audit-Id");
-    bool ok =
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                                content_type ? content_type : "application/json") == MHD_YES &&
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache, private") ==
-            MHD_YES &&
-        MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff") == MHD_YES &&
-        (!audit_id || MHD_add_response_header(resp, "Audit-Id", audit_id) == MHD_YES);
+    bool ok = add_common_headers(st->server, conn, resp, status, content_type);
     enum MHD_Result ret = ok ? MHD_queue_response(conn, (unsigned)status, resp) : MHD_NO;
     MHD_destroy_response(resp);
     if (ret == MHD_YES)
@@ -789,6 +963,15 @@ static enum MHD_Result send_reply(struct request_state *st, int status, const ch
                   ret == MHD_YES ? "" : " (not sent)");
     }
     return ret;
+}
+
+/* Replaces `out` with a fixed JSON body. */
+static void set_static(struct cma_response *out, int status, const char *json)
+{
+    out->status = status;
+    out->content_type = "application/json";
+    cma_buf_clear(&out->body);
+    cma_buf_appends(&out->body, json);
 }
 
 static enum MHD_Result send_static(struct request_state *st, int status, const char *json)
@@ -818,50 +1001,108 @@ static bool declared_length_over(struct MHD_Connection *conn, size_t limit)
     return v > limit;
 }
 
-static enum MHD_Result run_handler(struct cma_server *s, struct request_state *st)
+/* Runs the handler into `out` (query decoding errors and bad statuses become Status replies).
+ * On a worker, or on the event thread for probes. */
+static void run_handler(struct cma_server *s, struct request_state *st, struct cma_response *out)
 {
+    *out = (struct cma_response){.status = 200, .content_type = "application/json"};
+    cma_buf_init(&out->body, CMA_BUF_DEFAULT_MAX);
     struct query_ctx q = {st, CMA_OK};
     MHD_get_connection_values_n(st->req.conn, MHD_GET_ARGUMENT_KIND, collect_query, &q);
-    if (q.rc == CMA_ERR_NOMEM)
-        return send_static(st, 500, STATUS_500_NOMEM);
-    if (q.rc != CMA_OK)
-        return send_static(st, 400, STATUS_400_QUERY);
-    struct cma_response resp = {.status = 200, .content_type = "application/json"};
-    cma_buf_init(&resp.body, CMA_BUF_DEFAULT_MAX);
-    s->handler(s->app, &st->req, &resp);
-    int status = resp.status;
-    if (status < 100 || status > 599) {
-        cma_log_error("https: handler for %s returned HTTP status %d; answering 500",
-                      st->req.method, status);
-        cma_buf_done(&resp.body);
-        return send_static(st, 500, STATUS_500_STATUS);
+    if (q.rc == CMA_ERR_NOMEM) {
+        set_static(out, 500, STATUS_500_NOMEM);
+        return;
     }
-    return send_reply(st, status, resp.content_type, &resp.body);
+    if (q.rc != CMA_OK) {
+        set_static(out, 400, STATUS_400_QUERY);
+        return;
+    }
+    s->handler(s->app, &st->req, out);
+    if (out->status < 100 || out->status > 599) {
+        cma_log_error("https: handler for %s returned HTTP status %d; answering 500",
+                      st->req.method, out->status);
+        set_static(out, 500, STATUS_500_STATUS);
+    }
+}
+
+/* Worker job: the handler may block here; the event thread sends the reply once resumed. */
+static void run_job(void *arg)
+{
+    struct request_state *st = arg;
+    run_handler(st->server, st, &st->reply);
+    atomic_store(&st->reply_ready, true);
+    MHD_resume_connection(st->req.conn);
+}
+
+/* GET/HEAD of /healthz, /livez or /readyz (or a check under them) without credentials: the
+ * handler answers these from memory, so they run on the event thread (see DESIGN). */
+static bool is_probe(const struct request_state *st)
+{
+    static const char *const probes[] = {"/healthz", "/livez", "/readyz"};
+    const char *m = st->req.method;
+    if (!m || (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0))
+        return false;
+    bool match = false;
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0] && !match; i++) {
+        size_t n = strlen(probes[i]);
+        match = strncmp(st->req.path, probes[i], n) == 0 &&
+                (st->req.path[n] == '\0' || st->req.path[n] == '/');
+    }
+    return match && !MHD_lookup_connection_value(st->req.conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_AUTHORIZATION);
+}
+
+/* The request is complete: answer a probe inline, else hand it to a worker (429 when none). */
+static enum MHD_Result dispatch(struct cma_server *s, struct request_state *st)
+{
+    if (is_probe(st)) {
+        run_handler(s, st, &st->reply);
+        return send_reply(st, st->reply.status, st->reply.content_type, &st->reply.body);
+    }
+    MHD_suspend_connection(st->req.conn);
+    st->dispatched = true;
+    if (cma_workpool_submit(s->pool, run_job, st))
+        return MHD_YES; /* st belongs to the worker until it resumes the connection */
+    atomic_fetch_add(&s->rejected_busy, 1ull);
+    cma_log_v(4, "https: every worker is busy; answering 429");
+    cma_buf_init(&st->reply.body, 0);
+    set_static(&st->reply, 429, STATUS_429);
+    atomic_store(&st->reply_ready, true);
+    MHD_resume_connection(st->req.conn);
+    return MHD_YES;
+}
+
+/* First call of a request: the request line and headers are in. */
+static enum MHD_Result on_headers(struct request_state *st, struct MHD_Connection *conn,
+                                  const char *url, const char *method, const char *version)
+{
+    st->headers_seen = true;
+    st->req.method = method;
+    st->req.path = url;
+    st->req.conn = conn;
+    st->req.start_mono_ms = cma_clock_mono_ms();
+    /* see DESIGN: the target's NUL must be the one MHD wrote before the version */
+    if (!st->target_bad &&
+        (url != st->raw_target || !version || version != st->raw_target + st->raw_target_len + 1))
+        st->target_bad = true;
+    if (declared_length_over(conn, MAX_BODY_BYTES)) {
+        st->body_too_large = true;
+        return send_static(st, 413, STATUS_413);
+    }
+    return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
-    (void)version;
     (void)upload_data;
     struct cma_server *s = cls;
     struct request_state *st = *con_cls;
-    if (!st) {
-        st = calloc(1, sizeof *st);
-        if (!st)
-            return MHD_NO;
-        st->req.method = method;
-        st->req.path = url;
-        st->req.conn = conn;
-        st->req.start_mono_ms = cma_clock_mono_ms();
-        *con_cls = st;
-        if (declared_length_over(conn, MAX_BODY_BYTES)) {
-            st->body_too_large = true;
-            return send_static(st, 413, STATUS_413);
-        }
-        return MHD_YES;
-    }
+    if (!st)
+        return MHD_NO; /* the URI log callback ran out of memory */
+    if (!st->headers_seen)
+        return on_headers(st, conn, url, method, version);
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0; /* discarded: no handler reads request bodies */
@@ -877,9 +1118,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (st->responded)
         return MHD_YES;
+    if (st->dispatched) {
+        if (!atomic_load(&st->reply_ready))
+            return MHD_YES; /* not ours yet (cannot happen while suspended) */
+        return send_reply(st, st->reply.status, st->reply.content_type, &st->reply.body);
+    }
+    cma_conntrack_set_phase(conn_track(conn), CMA_CONN_BUSY);
     if (st->body_too_large)
         return send_static(st, 413, STATUS_413);
-    return run_handler(s, st);
+    if (st->target_bad) {
+        atomic_fetch_add(&s->rejected_target, 1ull);
+        return send_static(st, 400, STATUS_400_TARGET);
+    }
+    return dispatch(s, st);
 }
 
 /* ----- start / stop ----- */
@@ -917,6 +1168,10 @@ static void free_server(struct cma_server *s)
 {
     if (!s)
         return;
+    cma_workpool_free(s->pool);
+    cma_conntrack_free(s->track);
+    if (s->quiesced_fd >= 0)
+        close(s->quiesced_fd);
     free(s->cert_pem);
     if (s->key_pem) {
         explicit_bzero(s->key_pem, s->key_len);
@@ -958,6 +1213,142 @@ static enum cma_errc load_material(struct cma_server *s, const struct cma_server
     return check_tls_material(s, cfg, reterr);
 }
 
+/* The connection model's limits and timeouts with defaults applied. */
+struct limits {
+    unsigned max_connections;
+    unsigned max_per_client;
+    unsigned max_in_flight;
+    unsigned event_threads;
+    int64_t handshake_ms;
+    int64_t header_ms;
+    int64_t keep_alive_ms;
+    size_t header_bytes;
+};
+
+static struct limits limits_of(const struct cma_server_config *cfg)
+{
+    struct limits l = {
+        .max_connections = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS,
+        .max_per_client = cfg->max_connections_per_client ? cfg->max_connections_per_client
+                                                          : DEFAULT_MAX_PER_CLIENT,
+        .max_in_flight =
+            cfg->max_requests_inflight ? cfg->max_requests_inflight : DEFAULT_MAX_IN_FLIGHT,
+        .event_threads = cfg->event_threads ? cfg->event_threads : DEFAULT_EVENT_THREADS,
+        .handshake_ms = cfg->tls_handshake_timeout_ms > 0 ? cfg->tls_handshake_timeout_ms
+                                                          : DEFAULT_HANDSHAKE_TIMEOUT_MS,
+        .header_ms = cfg->request_header_timeout_ms > 0 ? cfg->request_header_timeout_ms
+                                                        : DEFAULT_HEADER_TIMEOUT_MS,
+        .keep_alive_ms = cfg->keep_alive_timeout_ms > 0 ? cfg->keep_alive_timeout_ms
+                                                        : DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+        .header_bytes =
+            cfg->max_request_header_bytes ? cfg->max_request_header_bytes : DEFAULT_HEADER_BYTES,
+    };
+    if (l.header_bytes < MIN_HEADER_BYTES)
+        l.header_bytes = MIN_HEADER_BYTES;
+    return l;
+}
+
+/* The worker pool and the deadline tracker. */
+static enum cma_errc start_model(struct cma_server *s, const struct limits *l,
+                                 struct cma_err *reterr)
+{
+    unsigned min_workers = l->max_in_flight < MIN_WORKERS ? l->max_in_flight : MIN_WORKERS;
+    enum cma_errc rc =
+        cma_workpool_new(min_workers, l->max_in_flight, WORKER_IDLE_EXIT_MS, &s->pool, reterr);
+    if (rc != CMA_OK)
+        return rc;
+    struct cma_conntrack_config tc = {
+        .handshake_ms = l->handshake_ms,
+        .header_ms = l->header_ms,
+        .idle_ms = l->keep_alive_ms,
+        .max_open = l->max_connections,
+    };
+    return cma_conntrack_new(&tc, &s->track, reterr);
+}
+
+/* libmicrohttpd's own cap: above max_connections, so that a newcomer is accepted and takes the
+ * slot of an unused connection (conntrack.c) while the evicted one is still closing. */
+static unsigned hard_limit(unsigned max_connections)
+{
+    return max_connections + max_connections / 8 + 16;
+}
+
+static struct MHD_Daemon *start_daemon(struct cma_server *s, const struct cma_server_config *cfg,
+                                       const union bind_addr *addr, unsigned family_flags,
+                                       const struct limits *l)
+{
+    /* MHD's timeout is whole seconds and reset by activity: the keep-alive idle timeout */
+    unsigned idle_s = (unsigned)((l->keep_alive_ms + 999) / 1000);
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TLS |
+                     MHD_USE_ERROR_LOG | family_flags;
+    return MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, s, MHD_OPTION_SOCK_ADDR, &addr->sa, MHD_OPTION_THREAD_POOL_SIZE,
+        l->event_threads, MHD_OPTION_CONNECTION_LIMIT, hard_limit(l->max_connections),
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, l->max_per_client, MHD_OPTION_CONNECTION_TIMEOUT,
+        idle_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, l->header_bytes, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_UNESCAPE_CALLBACK,
+        keep_escaped, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_HTTPS_CERT_CALLBACK, retrieve_cert, MHD_OPTION_HTTPS_MEM_TRUST, s->trust_pem,
+        MHD_OPTION_HTTPS_PRIORITIES, s->priorities, MHD_OPTION_TLS_NO_ALPN, 1, MHD_OPTION_END);
+}
+
+/* Allocates the server with its locks; NULL (reterr set) on failure. */
+static struct cma_server *new_server(struct cma_err *reterr)
+{
+    struct cma_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    s->quiesced_fd = -1;
+    bool ok = false;
+    if (pthread_mutex_init(&s->start_msg_lock, NULL) == 0) {
+        if (pthread_mutex_init(&s->tls_lock, NULL) == 0) {
+            if (pthread_cond_init(&s->tls_wake, NULL) == 0)
+                ok = true;
+            else
+                pthread_mutex_destroy(&s->tls_lock);
+        }
+        if (!ok)
+            pthread_mutex_destroy(&s->start_msg_lock);
+    }
+    if (!ok) {
+        free(s);
+        cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot create the server's locks");
+        return NULL;
+    }
+    atomic_init(&s->reloads, 0u);
+    atomic_init(&s->started, false);
+    atomic_init(&s->draining, false);
+    atomic_init(&s->rejected_busy, 0ull);
+    atomic_init(&s->rejected_target, 0ull);
+    return s;
+}
+
+/* Certificate files, material, the first pair, and the connection model. */
+static enum cma_errc prepare_server(struct cma_server *s, const struct cma_server_config *cfg,
+                                    const struct limits *l, struct cma_err *reterr)
+{
+    s->reload_interval_ms =
+        cfg->tls_reload_interval_ms ? cfg->tls_reload_interval_ms : DEFAULT_TLS_RELOAD_INTERVAL_MS;
+    if (cfg->cert_file && cfg->key_file) {
+        /* stat before reading: a change while reading shows up at the next check */
+        stat_sig(cfg->cert_file, &s->cert_sig);
+        stat_sig(cfg->key_file, &s->key_sig);
+        s->cert_file = cma_strdup(cfg->cert_file);
+        s->key_file = cma_strdup(cfg->key_file);
+        if (!s->cert_file || !s->key_file)
+            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    enum cma_errc rc = load_material(s, cfg, reterr);
+    if (rc == CMA_OK)
+        rc = parse_pair(s->cert_pem, strlen(s->cert_pem), s->key_pem, s->key_len, &s->pair, reterr);
+    if (rc == CMA_OK)
+        rc = start_model(s, l, reterr);
+    return rc;
+}
+
 enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_fn handler,
                                void *app, struct cma_server **ret, struct cma_err *reterr)
 {
@@ -968,60 +1359,18 @@ enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_
     enum cma_errc rc = parse_bind(cfg->bind_address, cfg->port, &addr, &family_flags, reterr);
     if (rc != CMA_OK)
         return rc;
-    struct cma_server *s = calloc(1, sizeof *s);
+    struct cma_server *s = new_server(reterr);
     if (!s)
-        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-    if (pthread_mutex_init(&s->start_msg_lock, NULL) != 0) {
-        free(s);
-        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot create a mutex");
-    }
-    if (pthread_mutex_init(&s->tls_lock, NULL) != 0) {
-        pthread_mutex_destroy(&s->start_msg_lock);
-        free(s);
-        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot create a mutex");
-    }
-    if (pthread_cond_init(&s->tls_wake, NULL) != 0) {
-        pthread_mutex_destroy(&s->tls_lock);
-        pthread_mutex_destroy(&s->start_msg_lock);
-        free(s);
-        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot create a condition variable");
-    }
-    atomic_init(&s->reloads, 0u);
-    s->reload_interval_ms =
-        cfg->tls_reload_interval_ms ? cfg->tls_reload_interval_ms : DEFAULT_TLS_RELOAD_INTERVAL_MS;
-    atomic_init(&s->started, false);
+        return reterr && reterr->code != CMA_OK ? reterr->code : CMA_ERR_NOMEM;
     s->handler = handler;
     s->app = app;
-    if (cfg->cert_file && cfg->key_file) {
-        /* stat before reading: a change while reading shows up at the next check */
-        stat_sig(cfg->cert_file, &s->cert_sig);
-        stat_sig(cfg->key_file, &s->key_sig);
-        s->cert_file = cma_strdup(cfg->cert_file);
-        s->key_file = cma_strdup(cfg->key_file);
-        if (!s->cert_file || !s->key_file) {
-            free_server(s);
-            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-        }
-    }
-    rc = load_material(s, cfg, reterr);
-    if (rc == CMA_OK)
-        rc = parse_pair(s->cert_pem, strlen(s->cert_pem), s->key_pem, s->key_len, &s->pair, reterr);
+    struct limits l = limits_of(cfg);
+    rc = prepare_server(s, cfg, &l, reterr);
     if (rc != CMA_OK) {
         free_server(s);
         return rc;
     }
-    unsigned max_conn = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
-    unsigned timeout_s = cfg->connection_timeout_s ? cfg->connection_timeout_s : DEFAULT_TIMEOUT_S;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_TLS | MHD_USE_ERROR_LOG | family_flags;
-    s->daemon = MHD_start_daemon(
-        flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, s, MHD_OPTION_SOCK_ADDR, &addr.sa, MHD_OPTION_CONNECTION_LIMIT, max_conn,
-        MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        CONNECTION_MEMORY_BYTES, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        s, MHD_OPTION_HTTPS_CERT_CALLBACK, retrieve_cert, MHD_OPTION_HTTPS_MEM_TRUST, s->trust_pem,
-        MHD_OPTION_HTTPS_PRIORITIES, s->priorities, MHD_OPTION_TLS_NO_ALPN, 1, MHD_OPTION_END);
+    s->daemon = start_daemon(s, cfg, &addr, family_flags, &l);
     const char *shown = (cfg->bind_address && *cfg->bind_address) ? cfg->bind_address : "0.0.0.0";
     if (!s->daemon) {
         pthread_mutex_lock(&s->start_msg_lock);
@@ -1039,7 +1388,11 @@ enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_
                       "not be reloaded");
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? (int)info->port : cfg->port;
-    cma_log_v(1, "serving HTTPS on [%s]:%d", shown, s->port);
+    cma_log_v(1,
+              "serving HTTPS on [%s]:%d: %u event threads, up to %u handler workers, %u "
+              "connections (%u per client)",
+              shown, s->port, l.event_threads, l.max_in_flight, l.max_connections,
+              l.max_per_client);
     *ret = s;
     return CMA_OK;
 }
@@ -1047,6 +1400,45 @@ enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_
 int cma_server_port(const struct cma_server *s)
 {
     return s ? s->port : 0;
+}
+
+bool cma_server_drain(struct cma_server *s, int64_t grace_ms)
+{
+    if (!s || !s->daemon)
+        return true;
+    int64_t deadline = cma_clock_mono_ms() + (grace_ms > 0 ? grace_ms : 0);
+    atomic_store(&s->draining, true);
+    if (s->quiesced_fd < 0) {
+        MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+        if (fd != MHD_INVALID_SOCKET) {
+            /* MHD's threads may still hold the descriptor: shut it down (pending and new
+             * connections are refused) and close it after MHD_stop_daemon() */
+            shutdown(fd, SHUT_RDWR);
+            s->quiesced_fd = fd;
+        }
+    }
+    cma_conntrack_drain(s->track);
+    bool done =
+        cma_conntrack_wait_empty(s->track, deadline) && cma_workpool_wait_idle(s->pool, deadline);
+    s->drained = done;
+    return done;
+}
+
+void cma_server_stats(struct cma_server *s, struct cma_server_stats *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    if (!s)
+        return;
+    struct cma_conntrack_stats ts;
+    cma_conntrack_stats(s->track, &ts);
+    ret->connections = ts.open;
+    ret->busy = ts.busy;
+    ret->cut_deadline = ts.cut_deadline;
+    ret->cut_drain = ts.cut_drain;
+    ret->cut_evict = ts.cut_evict;
+    ret->workers = cma_workpool_threads(s->pool);
+    ret->rejected_busy = atomic_load(&s->rejected_busy);
+    ret->rejected_target = atomic_load(&s->rejected_target);
 }
 
 void cma_server_stop(struct cma_server *s)
@@ -1060,6 +1452,14 @@ void cma_server_stop(struct cma_server *s)
         pthread_mutex_unlock(&s->tls_lock);
         pthread_join(s->watcher, NULL);
         s->watcher_running = false;
+    }
+    if (s->daemon && !s->drained &&
+        !cma_workpool_wait_idle(s->pool, cma_clock_mono_ms() + STOP_WAIT_MS)) {
+        /* A handler still runs on a suspended connection: stopping MHD now would abort the
+         * process, and freeing the server would pull memory from under the handler. (A worker
+         * that has just resumed its connection is done within the wait.) */
+        cma_log_warn("https: handlers still running at stop; leaving the server to process exit");
+        return;
     }
     if (s->daemon)
         MHD_stop_daemon(s->daemon);

@@ -2264,6 +2264,7 @@ struct parser {
     size_t n_decls;
     struct cma_err *err;
     enum cma_errc rc;
+    bool go_only; /* the error is a construct Go accepts and this engine does not implement */
 };
 
 static void perr(struct parser *p, size_t pos, const char *fmt, ...)
@@ -2769,6 +2770,7 @@ static bool parse_number(struct parser *p, const struct token *t, struct number 
     }
     double f;
     if (t->type == T_COMPLEX || (n > 0 && s[n - 1] == 'i' && parse_float_go(s, n - 1, &f))) {
+        p->go_only = p->rc == CMA_OK;
         perr(p, t->pos, "complex number %s is not supported", quote_fixed(q, sizeof(q), s, n, 0));
         return false;
     }
@@ -2872,10 +2874,12 @@ static struct node *parse_term(struct parser *p)
                 return n;
             }
         }
-        if (name_is("call", s, t->len))
+        if (name_is("call", s, t->len)) {
+            p->go_only = p->rc == CMA_OK;
             perr(p, t->pos, "function \"call\" is not supported: there are no function values");
-        else
+        } else {
             perr(p, t->pos, "function %s not defined", quote_fixed(q, sizeof(q), s, t->len, 0));
+        }
         return NULL;
     case T_DOT:
         return new_node(p, N_DOT, t->pos, tok_end(t));
@@ -3199,6 +3203,7 @@ static struct node *parse_action(struct parser *p, const struct token *ldelim)
     case T_BLOCK:
     case T_DEFINE:
     case T_TEMPLATE:
+        p->go_only = p->rc == CMA_OK;
         perr(p, t->pos, "{{%.*s}} is not supported: a template cannot define others", (int)t->len,
              tok_text(p, t));
         return NULL;
@@ -4333,6 +4338,14 @@ void cma_template_free(struct cma_template *t)
 enum cma_errc cma_template_parse(const char *text, size_t len, struct cma_template **ret,
                                  struct cma_err *reterr)
 {
+    return cma_template_parse_go(text, len, ret, NULL, reterr);
+}
+
+enum cma_errc cma_template_parse_go(const char *text, size_t len, struct cma_template **ret,
+                                    bool *go_only, struct cma_err *reterr)
+{
+    if (go_only)
+        *go_only = false;
     if (!ret || (!text && len > 0))
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "cma_template_parse: NULL argument");
     if (len > CMA_TEMPLATE_MAX_BYTES)
@@ -4383,6 +4396,8 @@ enum cma_errc cma_template_parse(const char *text, size_t len, struct cma_templa
     free(p.n_in_scope);
     free(p.hash);
     if (p.rc != CMA_OK) {
+        if (go_only)
+            *go_only = p.go_only && p.rc == CMA_ERR_TEMPLATE_PARSE;
         cma_template_free(t);
         return p.rc;
     }

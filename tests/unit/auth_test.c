@@ -1,5 +1,7 @@
 /* auth_test.c: unit tests of the auth stage's pure parts: TokenReview parsing, the group adder,
- * RequestInfo attributes per route, the SubjectAccessReview body and the 403 Status body. */
+ * RequestInfo attributes per route, the SubjectAccessReview body, the 403 Status body, and the
+ * identity read from requestheader headers (as k8s.io/apiserver's headerrequest package reads
+ * them from Go's net/http). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -199,6 +201,87 @@ static void test_cma_auth_new__bad_ca_file(void **state)
     assert_non_null(strstr(err.msg, "/nonexistent/ca.crt"));
 }
 
+/* A request's header lines, for cma_auth_rh_identity. */
+struct header_list {
+    const char *const (*lines)[2];
+    size_t n;
+};
+
+static void list_each(void *src, bool (*fn)(void *ctx, const char *name, const char *value),
+                      void *ctx)
+{
+    const struct header_list *l = src;
+    for (size_t i = 0; i < l->n; i++)
+        if (!fn(ctx, l->lines[i][0], l->lines[i][1]))
+            return;
+}
+
+static const char *const rh_user[] = {"X-Remote-User", "X-User"};
+static const char *const rh_group[] = {"X-Remote-Group", "X-Group"};
+static const char *const rh_extra[] = {"X-Remote-Extra-", "X-Remote-Extra-Scope"};
+static const struct cma_rh_headers rh_names = {rh_user, 2, rh_group, 2, rh_extra, 2};
+
+static struct cma_user *identity(const char *const (*lines)[2], size_t n)
+{
+    struct header_list l = {lines, n};
+    struct cma_user *u = NULL;
+    assert_int_equal(cma_auth_rh_identity(&rh_names, list_each, &l, &u), CMA_OK);
+    return u;
+}
+
+static void test_cma_auth_rh_identity__as_kube_reads_headers(void **state)
+{
+    (void)state;
+    /* Go trims spaces and tabs around values; http.Header.Get takes a header's first line */
+    static const char *const lines[][2] = {
+        {"X-User", "second-choice"},
+        {"x-remote-user", " \talice \t "},
+        {"X-Remote-User", "bob"},
+        {"X-Group", "g3"},
+        {"X-Remote-Group", " g1 "},
+        {"X-Remote-Group", "  "},
+        {"x-remote-group", "g2\t"},
+        {"X-Remote-Extra-Scopes", " s1 "},
+        {"X-Remote-Extra-Scopes", ""},
+        {"X-Remote-Extra-Acme.com%2Fproject", "p"},
+        {"X-Remote-Extra-Bad%zzEscape", "b"},
+    };
+    struct cma_user *u = identity(lines, sizeof(lines) / sizeof(lines[0]));
+    assert_non_null(u);
+    assert_string_equal(u->name, "alice");
+    assert_int_equal(u->n_groups, 3); /* header order, then arrival; empty lines dropped */
+    assert_string_equal(u->groups[0], "g1");
+    assert_string_equal(u->groups[1], "g2");
+    assert_string_equal(u->groups[2], "g3");
+    /* keys lower-cased then percent-decoded (kept raw when malformed); values kept, empty too;
+     * "X-Remote-Extra-Scopes" also matches the second prefix, with key "s" */
+    assert_int_equal(u->n_extra, 4);
+    assert_string_equal(u->extra[0].key, "scopes");
+    assert_int_equal(u->extra[0].n_values, 2);
+    assert_string_equal(u->extra[0].values[0], "s1");
+    assert_string_equal(u->extra[0].values[1], "");
+    assert_string_equal(u->extra[1].key, "acme.com/project");
+    assert_string_equal(u->extra[2].key, "bad%zzescape");
+    assert_string_equal(u->extra[3].key, "s");
+    cma_user_free(u);
+}
+
+static void test_cma_auth_rh_identity__first_line_empty_falls_through(void **state)
+{
+    (void)state;
+    /* the first X-Remote-User line is blank once trimmed: Get() gives "", so X-User decides,
+     * even though a later X-Remote-User line has a value */
+    static const char *const lines[][2] = {
+        {"X-Remote-User", "   "}, {"X-Remote-User", "mallory"}, {"X-User", "carol"}};
+    struct cma_user *u = identity(lines, 3);
+    assert_non_null(u);
+    assert_string_equal(u->name, "carol");
+    assert_int_equal(u->n_groups, 0);
+    cma_user_free(u);
+    static const char *const none[][2] = {{"X-Remote-User", "\t"}, {"X-Remote-Group", "g"}};
+    assert_null(identity(none, 2));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +294,8 @@ int main(void)
         cmocka_unit_test(test_cma_auth_authenticate__no_credentials_is_anonymous),
         cmocka_unit_test(test_cma_auth_authorize__masters_skip_sar),
         cmocka_unit_test(test_cma_auth_new__bad_ca_file),
+        cmocka_unit_test(test_cma_auth_rh_identity__as_kube_reads_headers),
+        cmocka_unit_test(test_cma_auth_rh_identity__first_line_empty_falls_through),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

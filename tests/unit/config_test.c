@@ -1,5 +1,6 @@
 /* config_test.c: unit tests for the config loader: the Helm default rules, seed 001's GPU rules,
- * resource rules, external rules, yaml.v2 compatibility (scalars as strings, nulls), positions,
+ * resource rules, external rules, yaml.v2 compatibility (scalars as strings, null items, only the
+ * first document), positions,
  * every shape error with its exact position, and the tests/config-errors cases verbatim. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -574,15 +575,39 @@ static void test_cma_config_load_string__plain_flag(void **state)
     cma_config_free(cfg);
 }
 
-static void test_cma_config_load_string__null_items_are_skipped(void **state)
+static void test_cma_config_load_string__null_items_are_zero_values(void **state)
 {
     (void)state;
-    struct cma_config *cfg = load_ok("rules:\n-\n- seriesQuery: a\n  seriesFilters:\n  - ~\n"
+    /* yaml.v2 decodes a null list item as the zero value: an empty rule (which rules/rule.c
+     * warns about), and a filter with neither is nor isNot (which prometheus-adapter refuses) */
+    struct cma_config *cfg = load_ok("rules:\n-\n- seriesQuery: a\n  seriesFilters:\n"
                                      "  - is: x\n-\n");
+    assert_int_equal(cfg->n_rules, 3);
+    assert_false(cfg->rules[0].series_query.set);
+    assert_int_equal(cfg->rules[0].series_query.pos.line, 2);
+    assert_true(cfg->rules[0].resources.namespaced);
+    assert_str(&cfg->rules[1].series_query, "a");
+    assert_int_equal(cfg->rules[1].n_series_filters, 1);
+    assert_str(&cfg->rules[1].series_filters[0].is, "x");
+    assert_false(cfg->rules[2].metrics_query.set);
+    assert_int_equal(cfg->n_warnings, 0);
+    cma_config_free(cfg);
+    load_fails("rules:\n- seriesQuery: a\n  seriesFilters:\n  - is: x\n  - ~\n",
+               CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:5:5: must have either an `is` or `isNot` expression in a filter");
+}
+
+static void test_cma_config_load_string__second_document_is_a_warning(void **state)
+{
+    (void)state;
+    struct cma_config *cfg = load_ok("rules:\n- seriesQuery: a\n---\nexternalRules:\n- {}\n");
     assert_int_equal(cfg->n_rules, 1);
-    assert_str(&cfg->rules[0].series_query, "a");
-    assert_int_equal(cfg->rules[0].n_series_filters, 1);
-    assert_str(&cfg->rules[0].series_filters[0].is, "x");
+    assert_int_equal(cfg->n_external_rules, 0);
+    assert_int_equal(cfg->n_warnings, 1);
+    assert_string_equal(cfg->warnings[0],
+                        "cfg.yaml:3:1: a second YAML document starts here and is ignored: "
+                        "prometheus-adapter (yaml.v2) reads only the first one; put every rule in "
+                        "one document");
     cma_config_free(cfg);
 }
 
@@ -789,7 +814,8 @@ int main(void)
         cmocka_unit_test(test_cma_config_load_string__json),
         cmocka_unit_test(test_cma_config_load_string__scalars_become_strings),
         cmocka_unit_test(test_cma_config_load_string__plain_flag),
-        cmocka_unit_test(test_cma_config_load_string__null_items_are_skipped),
+        cmocka_unit_test(test_cma_config_load_string__null_items_are_zero_values),
+        cmocka_unit_test(test_cma_config_load_string__second_document_is_a_warning),
         cmocka_unit_test(test_cma_config_load_string__empty_filter_side_counts_as_absent),
         cmocka_unit_test(test_cma_config_load_string__anchors_and_aliases),
         cmocka_unit_test(test_cma_config_load_string__unknown_keys),

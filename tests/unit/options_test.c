@@ -1,7 +1,7 @@
 /* options_test.c: unit tests for command-line flags: defaults, pflag forms, repeatable
  * headers, the --disable-*-metrics group switches, errors (unknown, bad values, verbs, pairs),
- * klog's ignored flags, validation, --help and the Markdown reference that docs/flags.md must
- * match. */
+ * prometheus-adapter's flags accepted without effect, Go cipher suite names, validation, --help and
+ * the Markdown reference that docs/flags.md must match. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "cma/compat.h"
 #include "cma/options.h"
 
 #define ARGV(...) ((char *[]){"custom-metrics-adapter", __VA_ARGS__, NULL})
@@ -214,9 +215,9 @@ static void test_cma_options_parse__bad_values(void **state)
                 "--config=c", "--disable-http2=maybe");
     PARSE_FAILS("invalid argument \"101\" for \"--v\" flag: must be an integer from 0 to 100",
                 "--config=c", "-v101");
-    PARSE_FAILS("invalid argument \"VersionTLS11\" for \"--tls-min-version\" flag: allowed values "
-                "are VersionTLS12, VersionTLS13",
-                "--config=c", "--tls-min-version=VersionTLS11");
+    PARSE_FAILS("invalid argument \"VersionTLS14\" for \"--tls-min-version\" flag: allowed values "
+                "are VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13",
+                "--config=c", "--tls-min-version=VersionTLS14");
     struct cma_options *o = PARSE_OK("--config=c", "--metrics-max-age=0", "--secure-port=0",
                                      "--tls-min-version=VersionTLS13");
     assert_int_equal(o->metrics_max_age_ms, 0);
@@ -296,39 +297,151 @@ static void test_cma_options_parse__certificate_pairs(void **state)
     cma_options_free(o);
 }
 
+/* Runs cma_options_parse with a warnings stream; returns the options (NULL on error) and the
+ * warning text in *text (caller frees both). */
+static struct cma_options *parse_with_warnings(int argc, char **argv, char **text,
+                                               struct cma_err *err)
+{
+    size_t len = 0;
+    *text = NULL;
+    FILE *warnings = open_memstream(text, &len);
+    assert_non_null(warnings);
+    cma_err_clear(err);
+    struct cma_options *o = NULL;
+    if (cma_options_parse(argc, argv, &o, warnings, err) != CMA_OK)
+        o = NULL;
+    fclose(warnings);
+    assert_non_null(*text);
+    return o;
+}
+
+#define KLOG_WHY "(logs go to stderr in this adapter's own format; --v sets the verbosity)"
+
 static void test_cma_options_parse__klog_flags_are_ignored_with_a_warning(void **state)
 {
     (void)state;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *warnings = open_memstream(&text, &len);
-    assert_non_null(warnings);
     char *argv[] = {
         "adapter",           "--logtostderr=true", "--log-dir", "/var/log",         "--v=10",
         "--alsologtostderr", "--config",           "c.yaml",    "--log_file=x.log", "-vmodule=a=2",
         "--skip-headers",    "--stderrthreshold",  "ERROR",     "--one_output",     NULL};
     struct cma_err err;
-    cma_err_clear(&err);
-    struct cma_options *o = NULL;
-    assert_int_equal(cma_options_parse(14, argv, &o, warnings, &err), CMA_OK);
-    fclose(warnings);
+    char *text;
+    struct cma_options *o = parse_with_warnings(14, argv, &text, &err);
+    if (!o)
+        fail_msg("unexpected error: %s", err.msg);
     assert_string_equal(o->config, "c.yaml"); /* --log-dir consumed /var/log, not --v */
     assert_int_equal(o->v, 10);
     cma_options_free(o);
-    assert_string_equal(text, "flag --logtostderr is deprecated (a klog flag) and ignored\n"
-                              "flag --log-dir is deprecated (a klog flag) and ignored\n"
-                              "flag --alsologtostderr is deprecated (a klog flag) and ignored\n"
-                              "flag --log_file is deprecated (a klog flag) and ignored\n"
-                              "flag --vmodule is deprecated (a klog flag) and ignored\n"
-                              "flag --skip-headers is deprecated (a klog flag) and ignored\n"
-                              "flag --stderrthreshold is deprecated (a klog flag) and ignored\n"
-                              "flag --one_output is deprecated (a klog flag) and ignored\n");
+    assert_string_equal(text,
+                        "flag --logtostderr has no effect here " KLOG_WHY "; ignoring it\n"
+                        "flag --log-dir has no effect here " KLOG_WHY "; ignoring it\n"
+                        "flag --alsologtostderr has no effect here " KLOG_WHY "; ignoring it\n"
+                        "flag --log_file has no effect here " KLOG_WHY "; ignoring it\n"
+                        "flag --vmodule has no effect here " KLOG_WHY "; ignoring it\n"
+                        "flag --skip-headers has no effect here " KLOG_WHY "; ignoring it\n"
+                        "flag --stderrthreshold has no effect here " KLOG_WHY "; ignoring it\n"
+                        "flag --one_output has no effect here " KLOG_WHY "; ignoring it\n");
     free(text);
-    /* no warnings stream: still accepted; a bool klog flag still checks its value */
+    /* no warnings stream: still accepted; the value is still checked with the flag's Go type */
     o = PARSE_OK("--config=c", "--add-dir-header", "--log-flush-frequency=5s");
     cma_options_free(o);
     PARSE_FAILS("invalid argument \"yes\" for \"--logtostderr\" flag: expected true or false",
                 "--config=c", "--logtostderr=yes");
+    PARSE_FAILS("invalid argument \"soon\" for \"--log-flush-frequency\" flag: not a duration "
+                "(e.g. 30s, 5m, 1h30m)",
+                "--config=c", "--log-flush-frequency=soon");
+    PARSE_FAILS("flag needs an argument: --log_dir", "--config=c", "--log_dir");
+}
+
+/* A value of the Go type of each ignored flag. */
+static const char *sample_value(enum cma_compat_type type)
+{
+    switch (type) {
+    case CMA_COMPAT_BOOL:
+        return "false";
+    case CMA_COMPAT_INT:
+        return "7";
+    case CMA_COMPAT_FLOAT:
+        return "2.5";
+    case CMA_COMPAT_DURATION:
+        return "90s";
+    case CMA_COMPAT_STRING:
+        break;
+    }
+    return "x";
+}
+
+static void test_cma_options_parse__every_ignored_upstream_flag_warns_once(void **state)
+{
+    (void)state;
+    size_t n_ignored = 0;
+    for (size_t i = 0; i < cma_compat_flag_count(); i++) {
+        const struct cma_compat_flag *f = cma_compat_flag_at(i);
+        if (!f->no_effect)
+            continue;
+        n_ignored++;
+        char arg[160], want[600];
+        snprintf(arg, sizeof(arg), "--%s=%s", f->name, sample_value(f->type));
+        char *argv[] = {"adapter", "--config=c", arg, NULL};
+        struct cma_err err;
+        char *text;
+        struct cma_options *o = parse_with_warnings(3, argv, &text, &err);
+        if (!o)
+            fail_msg("%s: %s", arg, err.msg);
+        snprintf(want, sizeof(want), "flag --%s has no effect here (%s); ignoring it\n", f->name,
+                 f->no_effect);
+        assert_string_equal(text, want);
+        cma_options_free(o);
+        free(text);
+        if (f->type != CMA_COMPAT_STRING) { /* a value of the wrong type fails, as upstream */
+            snprintf(arg, sizeof(arg), "--%s=not-a-%d", f->name, (int)f->type);
+            char *bad[] = {"adapter", "--config=c", arg, NULL};
+            o = parse_with_warnings(3, bad, &text, &err);
+            assert_null(o);
+            assert_non_null(strstr(err.msg, "invalid argument"));
+            free(text);
+        }
+    }
+    assert_true(n_ignored >= 50);
+    /* a bool needs no value; the others take the next argument */
+    struct cma_options *o = PARSE_OK("--profiling", "--audit-log-path", "/tmp/a", "--config=c");
+    assert_string_equal(o->config, "c");
+    cma_options_free(o);
+    /* unknown flags still fail, close relatives of known ones included */
+    PARSE_FAILS("unknown flag: --audit-log-paths", "--config=c", "--audit-log-paths=x");
+    PARSE_FAILS("unknown flag: --profile", "--config=c", "--profile");
+    PARSE_FAILS("unknown flag: --logging-format", "--config=c", "--logging-format=json");
+}
+
+static void test_cma_options_parse__tls_cipher_suites_take_go_names(void **state)
+{
+    (void)state;
+    char *argv[] = {"adapter", "--config=c",
+                    "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305, "
+                    "TLS_RSA_WITH_RC4_128_SHA,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+                    NULL};
+    struct cma_err err;
+    char *text;
+    struct cma_options *o = parse_with_warnings(3, argv, &text, &err);
+    if (!o)
+        fail_msg("unexpected error: %s", err.msg);
+    assert_string_equal(
+        o->tls_cipher_suites,
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256");
+    assert_string_equal(text, "cipher suite TLS_RSA_WITH_RC4_128_SHA of --tls-cipher-suites has no "
+                              "effect here (RC4 is never offered); ignoring it\n");
+    cma_options_free(o);
+    free(text);
+    PARSE_FAILS(
+        "invalid argument \"TLS_FOO\" for \"--tls-cipher-suites\" flag: cipher suite TLS_FOO "
+        "not supported or doesn't exist",
+        "--config=c", "--tls-cipher-suites=TLS_FOO");
+    assert_int_equal(cma_compat_cipher_suite("TLS_AES_128_GCM_SHA256", 22), CMA_CIPHER_SERVED);
+    assert_int_equal(cma_compat_cipher_suite("TLS_AES_128_GCM_SHA25", 21), CMA_CIPHER_UNKNOWN);
+    o = PARSE_OK("--config=c", "--tls-min-version=VersionTLS10", "--strict-config");
+    assert_string_equal(o->tls_min_version, "VersionTLS10");
+    assert_true(o->strict_config);
+    cma_options_free(o);
 }
 
 static void test_cma_options_validate__max_age_and_relist(void **state)
@@ -392,6 +505,9 @@ static void test_cma_options_print_help__lists_flags_with_defaults(void **state)
     assert_null(strstr(help, "(default 0"));
     /* every flag of the Markdown table is in the help, and the columns line up */
     char *md = capture(NULL, NULL, true);
+    char *upstream = strstr(md, "\n## prometheus-adapter's flags\n");
+    assert_non_null(upstream);
+    *upstream = '\0'; /* the first table: this adapter's flags */
     size_t n_flags = 0;
     for (const char *p = strstr(md, "\n| `"); p; p = strstr(p + 1, "\n| `")) {
         const char *name = strstr(p, "`--");
@@ -402,7 +518,17 @@ static void test_cma_options_print_help__lists_flags_with_defaults(void **state)
             fail_msg("%s is missing from --help", needle);
         n_flags++;
     }
-    assert_int_equal(n_flags, 52);
+    assert_int_equal(n_flags, 63);
+    /* every upstream flag marked implemented is one of them, under the same name */
+    for (size_t i = 0; i < cma_compat_flag_count(); i++) {
+        const struct cma_compat_flag *f = cma_compat_flag_at(i);
+        char needle[96];
+        snprintf(needle, sizeof(needle), "--%s ", f->name);
+        if (!f->no_effect && !strstr(help, needle))
+            fail_msg("%s is marked implemented but is not a flag here", needle);
+        if (f->no_effect && strstr(help, needle))
+            fail_msg("%s is marked as having no effect but is a flag here", needle);
+    }
     const char *col_a = strstr(help, "      --config string");
     const char *col_b = strstr(help, "  -h, --help");
     assert_non_null(col_a);
@@ -453,6 +579,8 @@ int main(void)
         cmocka_unit_test(test_cma_options_parse__prometheus_verb),
         cmocka_unit_test(test_cma_options_parse__certificate_pairs),
         cmocka_unit_test(test_cma_options_parse__klog_flags_are_ignored_with_a_warning),
+        cmocka_unit_test(test_cma_options_parse__every_ignored_upstream_flag_warns_once),
+        cmocka_unit_test(test_cma_options_parse__tls_cipher_suites_take_go_names),
         cmocka_unit_test(test_cma_options_validate__max_age_and_relist),
         cmocka_unit_test(test_cma_options_print_help__lists_flags_with_defaults),
         cmocka_unit_test(test_cma_options_print_markdown__matches_docs_flags_md),

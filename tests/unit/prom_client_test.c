@@ -36,9 +36,10 @@ struct answer {
     int status;       /* 0 = close the connection without answering */
     const char *content_type; /* NULL = application/json */
     const char *body;
-    size_t body_len; /* 0 = strlen(body) */
-    size_t chunk;    /* > 0: chunked transfer encoding, this many bytes per chunk */
-    int delay_ms;    /* wait before answering */
+    size_t body_len;     /* 0 = strlen(body) */
+    size_t chunk;        /* > 0: chunked transfer encoding, this many bytes per chunk */
+    int delay_ms;        /* wait before answering */
+    size_t declared_len; /* > 0: Content-Length to announce (the body sent is still body_len) */
 };
 
 struct recorded {
@@ -120,8 +121,8 @@ static bool read_request(int fd, struct recorded *rec)
 
 static const struct answer *pick_answer(struct mini_server *s, const struct recorded *rec)
 {
-    static const struct answer not_found = {NULL, 404, "text/plain", "404 page not found\n", 0,
-                                            0,    0};
+    static const struct answer not_found = {
+        .status = 404, .content_type = "text/plain", .body = "404 page not found\n"};
     if (s->n_answers > 0 && s->answers[0].path) {
         const char *target = strchr(rec->head, ' ') + 1;
         size_t plen = strcspn(target, "? ");
@@ -165,7 +166,8 @@ static void answer(struct mini_server *s, int fd, const struct answer *a)
     n = snprintf(head, sizeof(head),
                  "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                  "Connection: close\r\n\r\n",
-                 a->status, a->content_type ? a->content_type : "application/json", len);
+                 a->status, a->content_type ? a->content_type : "application/json",
+                 a->declared_len ? a->declared_len : len);
     send_all(fd, head, (size_t)n);
     send_all(fd, a->body, len);
 }
@@ -281,7 +283,8 @@ static void test_cma_prom_query__get_keeps_prefix_and_base_query(void **state)
     struct cma_prom_result *r = NULL;
     struct cma_err err;
     cma_err_clear(&err);
-    assert_int_equal(cma_prom_query(p, "sum(up{job=\"a b\"})", 1732227811123LL, &r, &err), CMA_OK);
+    assert_int_equal(
+        cma_prom_query(p, "sum(up{job=\"a b\"})", 1732227811123LL, NULL, NULL, &r, &err), CMA_OK);
     assert_int_equal(r->n_samples, 1);
     assert_true(r->samples[0].value == 3);
     cma_prom_result_free(r);
@@ -306,7 +309,7 @@ static void test_cma_prom_query__post_form_body(void **state)
     struct cma_prom_config cfg = {.url = url, .use_post = true};
     struct cma_prom *p = prom_for(&cfg);
     struct cma_prom_result *r = NULL;
-    assert_int_equal(cma_prom_query(p, "up", 1000, &r, NULL), CMA_OK);
+    assert_int_equal(cma_prom_query(p, "up", 1000, NULL, NULL, &r, NULL), CMA_OK);
     cma_prom_result_free(r);
     assert_true(strncmp(s->reqs[0].head, "POST ", 5) == 0);
     char *target = target_of(s, 0);
@@ -333,9 +336,9 @@ static void test_cma_prom_query__long_query_goes_as_post(void **state)
     memset(query, 'a', 2000);
     query[2000] = '\0';
     struct cma_prom_result *r = NULL;
-    assert_int_equal(cma_prom_query(p, query, 0, &r, NULL), CMA_OK);
+    assert_int_equal(cma_prom_query(p, query, 0, NULL, NULL, &r, NULL), CMA_OK);
     cma_prom_result_free(r);
-    assert_int_equal(cma_prom_query(p, "up", 0, &r, NULL), CMA_OK);
+    assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, NULL), CMA_OK);
     cma_prom_result_free(r);
     assert_true(strncmp(s->reqs[0].head, "POST /api/v1/query HTTP", 23) == 0);
     assert_int_equal(s->reqs[0].body_len, strlen("query=") + 2000 + strlen("&time=0.000"));
@@ -361,7 +364,7 @@ static void test_cma_prom_query__headers_and_trimmed_bearer_token(void **state)
         .url = url, .headers = headers, .n_headers = 3, .token_file = token_path};
     struct cma_prom *p = prom_for(&cfg);
     struct cma_prom_result *r = NULL;
-    assert_int_equal(cma_prom_query(p, "up", 0, &r, NULL), CMA_OK);
+    assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, NULL), CMA_OK);
     cma_prom_result_free(r);
     assert_true(has_header(s, 0, "X-Scope-OrgID: tenant-1"));
     assert_true(has_header(s, 0, "X-Empty:"));
@@ -382,7 +385,7 @@ static void test_cma_prom_query__basic_auth(void **state)
     struct cma_prom_config cfg = {.url = url, .basic_username = "user", .basic_password = "pass"};
     struct cma_prom *p = prom_for(&cfg);
     struct cma_prom_result *r = NULL;
-    assert_int_equal(cma_prom_query(p, "up", 0, &r, NULL), CMA_OK);
+    assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, NULL), CMA_OK);
     cma_prom_result_free(r);
     assert_true(has_header(s, 0, "Authorization: Basic dXNlcjpwYXNz"));
     cma_prom_free(p);
@@ -401,7 +404,7 @@ static enum cma_errc query_with(const struct answer *a, size_t n, struct cma_pro
     struct cma_prom *p = prom_for(cfg);
     struct cma_prom_result *r = NULL;
     cma_err_clear(err);
-    enum cma_errc rc = cma_prom_query(p, "up", 0, &r, err);
+    enum cma_errc rc = cma_prom_query(p, "up", 0, NULL, NULL, &r, err);
     assert_int_equal(rc, err->code);
     if (rc == CMA_OK)
         cma_prom_result_free(r);
@@ -430,7 +433,7 @@ static void test_cma_prom_query__connection_refused(void **state)
     struct cma_prom_result *r = NULL;
     struct cma_err err;
     cma_err_clear(&err);
-    assert_int_equal(cma_prom_query(p, "up", 0, &r, &err), CMA_ERR_BACKEND_UNAVAILABLE);
+    assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, &err), CMA_ERR_BACKEND_UNAVAILABLE);
     assert_non_null(strstr(err.msg, "cannot reach prometheus at http://127.0.0.1:"));
     assert_non_null(strstr(err.msg, "/prom/api/v1/query"));
     assert_null(strstr(err.msg, "secret"));
@@ -507,12 +510,97 @@ static void test_cma_prom_query__oversize_body(void **state)
     memset(big, ' ', 4999);
     big[4999] = '\0';
     memcpy(big, vector_body, strlen(vector_body));
-    struct answer a[] = {{.status = 200, .body = big}};
+    /* no Content-Length (chunked): refused while it streams, once past the ceiling */
+    struct answer a[] = {{.status = 200, .body = big, .chunk = 512}};
     struct cma_prom_config cfg = {.max_response_bytes = 1024};
     struct cma_err err;
-    assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_BACKEND_RESPONSE);
-    assert_string_equal(err.msg, "response from /api/v1/query over 1024 bytes");
+    assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_TOO_LARGE);
+    assert_string_equal(err.msg, "the prometheus answer to /api/v1/query goes over "
+                                 "--prometheus-max-response-bytes (1024 bytes); narrow the query "
+                                 "or the selector, or raise the flag");
+    /* the same answer under the ceiling decodes */
+    cfg.max_response_bytes = 5000;
+    assert_int_equal(query_with(a, 1, &cfg, &err), CMA_OK);
     free(big);
+}
+
+/* A Content-Length over the ceiling is refused before the body is read: this server announces
+ * 100 MB, sends 300 bytes and closes, so only an early refusal gives TOO_LARGE (reading on
+ * would end in a transfer error). */
+static void test_cma_prom_query__content_length_refused_early(void **state)
+{
+    (void)state;
+    char body[301];
+    memset(body, ' ', 300);
+    body[300] = '\0';
+    memcpy(body, "{\"status\":\"success\",", 21);
+    struct answer a[] = {{.status = 200, .body = body, .declared_len = 100000000}};
+    struct cma_prom_config cfg = {.max_response_bytes = 1 << 20};
+    struct cma_err err;
+    assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_TOO_LARGE);
+    assert_non_null(strstr(err.msg, "is 100000000 bytes, over --prometheus-max-response-bytes"));
+    assert_non_null(strstr(err.msg, "(1048576 bytes)"));
+    /* under the ceiling, the cut transfer is what it is: the backend's failure */
+    cfg.max_response_bytes = 200000000;
+    assert_int_not_equal(query_with(a, 1, &cfg, &err), CMA_ERR_TOO_LARGE);
+}
+
+static const char two_pods_body[] = "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\","
+                                    "\"result\":[{\"metric\":{\"pod\":\"a\"},\"value\":[1,\"1\"]},"
+                                    "{\"metric\":{\"pod\":\"b\"},\"value\":[1,\"2\"]}]}}";
+
+static bool keep_pod_b(void *ctx, const struct cma_label_view *labels, size_t n)
+{
+    (void)ctx;
+    return n == 1 && strcmp(labels[0].value, "b") == 0;
+}
+
+/* The client's budget: kept samples are charged until the result is freed; a query that finds
+ * it held by others is 429 and succeeds once they let go; an answer that alone needs more than
+ * the whole budget is 413. */
+static void test_cma_prom_query__keep_and_budget(void **state)
+{
+    (void)state;
+    struct answer a[] = {{.status = 200, .body = two_pods_body}};
+    struct mini_server *s = server_start(a, 1);
+    char *url = server_url(s, "");
+    struct cma_prom_config cfg = {.url = url, .max_bytes_in_flight = 64 << 10};
+    struct cma_prom *p = prom_for(&cfg);
+    struct cma_prom_budget *b = (struct cma_prom_budget *)cma_prom_budget(p);
+    struct cma_prom_result *held = NULL, *r = NULL;
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_prom_query(p, "up", 0, keep_pod_b, NULL, &held, &err), CMA_OK);
+    assert_int_equal(held->n_seen, 2);
+    assert_int_equal(held->n_samples, 1);
+    assert_string_equal(cma_sample_label(&held->samples[0], "pod"), "b");
+    assert_true(held->charged > 0);
+    assert_int_equal(atomic_load(&b->used), held->charged);
+    size_t others = b->max - held->charged - 100; /* leaves 100 bytes */
+    atomic_fetch_add(&b->used, others);
+    cma_err_clear(&err);
+    assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, &err), CMA_ERR_TOO_MANY_REQUESTS);
+    assert_non_null(strstr(err.msg, "--prometheus-max-bytes-in-flight"));
+    assert_null(r);
+    assert_int_equal(atomic_load(&b->used), others + held->charged); /* nothing leaked */
+    atomic_fetch_sub(&b->used, others);
+    cma_err_clear(&err);
+    assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, &err), CMA_OK);
+    assert_int_equal(r->n_samples, 2);
+    cma_prom_result_free(r);
+    cma_prom_result_free(held);
+    assert_int_equal(atomic_load(&b->used), 0);
+    cma_prom_free(p);
+    /* a budget smaller than what one answer needs: 413, whatever others do */
+    cfg.max_bytes_in_flight = 100;
+    p = prom_for(&cfg);
+    cma_err_clear(&err);
+    assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, &err), CMA_ERR_TOO_LARGE);
+    assert_non_null(strstr(err.msg, "take over 100 bytes (--prometheus-max-bytes-in-flight)"));
+    assert_int_equal(atomic_load(&cma_prom_budget(p)->used), 0);
+    cma_prom_free(p);
+    free(url);
+    server_stop(s);
 }
 
 static void test_cma_prom_query__closed_without_answer(void **state)
@@ -550,7 +638,7 @@ static void test_cma_prom_query__v6_log_has_no_credentials(void **state)
     dup2(log_fd, STDERR_FILENO);
     cma_log_set_verbosity(6);
     struct cma_prom_result *r = NULL;
-    enum cma_errc rc = cma_prom_query(p, "up", 0, &r, NULL);
+    enum cma_errc rc = cma_prom_query(p, "up", 0, NULL, NULL, &r, NULL);
     cma_log_set_verbosity(0);
     dup2(saved, STDERR_FILENO);
     close(saved);
@@ -583,7 +671,7 @@ static void *query_thread(void *arg)
     struct thread_job *job = arg;
     for (int i = 0; i < 5; i++) {
         struct cma_prom_result *r = NULL;
-        if (cma_prom_query(job->prom, "up", 0, &r, NULL) == CMA_OK && r->n_samples == 1)
+        if (cma_prom_query(job->prom, "up", 0, NULL, NULL, &r, NULL) == CMA_OK && r->n_samples == 1)
             job->ok++;
         cma_prom_result_free(r);
     }
@@ -1088,6 +1176,8 @@ int main(void)
         cmocka_unit_test(test_cma_prom_query__401_names_status),
         cmocka_unit_test(test_cma_prom_query__proxy_statuses),
         cmocka_unit_test(test_cma_prom_query__oversize_body),
+        cmocka_unit_test(test_cma_prom_query__content_length_refused_early),
+        cmocka_unit_test(test_cma_prom_query__keep_and_budget),
         cmocka_unit_test(test_cma_prom_query__closed_without_answer),
         cmocka_unit_test(test_cma_prom_query__undecodable_200),
         cmocka_unit_test(test_cma_prom_query__v6_log_has_no_credentials),

@@ -1,9 +1,11 @@
-/* rule_test.c: rule compilation (naming, resource mapping, load-time errors and warnings) and
- * every tests/config-errors case, loaded and compiled exactly as main does, compared word for
- * word with its expect.error. */
+/* rule_test.c: rule compilation (naming, resource mapping, load-time errors and warnings, what
+ * prometheus-adapter loads but cannot serve) and every tests/config-errors case, loaded and
+ * compiled exactly as main does, compared word for word with its expect.error (or, for a config
+ * that loads, its first warning with expect.warning). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,9 +83,18 @@ static void test_cma_naming__filters_and_names(void **state)
     free(n);
     assert_true(cma_naming_is_constant(rs->rules[3].naming));
     assert_false(cma_naming_is_constant(rs->rules[0].naming));
-    /* no metricsQuery in these rules: one warning each, with its position */
-    assert_int_equal(rs->n_warnings, 4);
-    assert_non_null(strstr(rs->warnings[0], "t.yaml:2:3: rules: metricsQuery is empty"));
+    /* no metricsQuery and no resources in these rules: two warnings each, with positions */
+    assert_int_equal(rs->n_warnings, 8);
+    assert_string_equal(rs->warnings[0], "t.yaml:2:3: rules[0]: metricsQuery is empty: every "
+                                         "request for its metrics fails");
+    assert_string_equal(rs->warnings[1], "t.yaml:2:3: rules[0]: resources has neither overrides "
+                                         "nor a template: no label names a Kubernetes object, so "
+                                         "the rule serves no metric");
+    struct cma_err why;
+    cma_err_clear(&why);
+    assert_int_equal(cma_rule_servable(&rs->rules[0], &why), CMA_ERR_RULE);
+    assert_string_equal(why.msg, "the rule of this metric cannot be served: t.yaml:2:3: rules[0]: "
+                                 "metricsQuery is empty: every request for its metrics fails");
     cma_ruleset_free(rs);
     cma_config_free(cfg);
 }
@@ -96,7 +107,8 @@ static void test_cma_ruleset_compile__dollar_trap_warns(void **state)
     struct cma_ruleset *rs = compile("rules:\n"
                                      "- seriesQuery: x\n"
                                      "  name: {matches: ^(.*)_total$, as: $1_per_second}\n"
-                                     "  metricsQuery: q\n",
+                                     "  metricsQuery: q\n"
+                                     "  resources: {template: <<.Resource>>}\n",
                                      &cfg, &err);
     if (!rs)
         fail_msg("%s", err.msg);
@@ -128,8 +140,9 @@ static void test_cma_ruleset_compile__errors_with_positions(void **state)
         {"rules:\n- seriesQuery: x\n  resources: {template: kube_<<.Group>>}\n",
          "t.yaml:3:25: resources.template must include at least `<<.Resource>>` (got "
          "\"kube_<<.Group>>\")"},
-        {"rules:\n- metricsQuery: x\n", "t.yaml:2:3: rules[0]: seriesQuery is required"},
-        {"externalRules:\n- seriesQuery: x\n  metricsQuery: q\n", NULL},
+        {"rules:\n- seriesQuery: x\n  metricsQuery: <<call>>\n  seriesFilters: [~]\n",
+         "t.yaml:4:19: must have either an `is` or `isNot` expression in a filter"},
+        {"rules:\n- seriesQuery: x\n  metricsQuery: <<.Series>><<end>>\n", NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct cma_config *cfg = NULL;
@@ -214,6 +227,76 @@ static void test_cma_restmapper__priority_and_forms(void **state)
     cma_restmapper_unref(m);
 }
 
+/* What prometheus-adapter loads and fails per request (or never lists) loads here with a
+ * warning each; only the rules that would be requested carry a problem. */
+static void test_cma_ruleset_compile__upstream_loads_with_warnings(void **state)
+{
+    (void)state;
+    struct cma_config *cfg;
+    struct cma_err err;
+    struct cma_ruleset *rs =
+        compile("rules:\n"
+                "- {}\n"
+                "- seriesQuery: a\n"
+                "  resources: {template: <<.Resource>>}\n"
+                "  metricsQuery: <<define \"x\">>q<<end>><<template \"x\">>\n"
+                "- seriesQuery: b\n"
+                "  resources: {template: <<.Resource>>}\n"
+                "  metricsQuery: <<call .Series>>\n"
+                "externalRules:\n"
+                "- seriesQuery: queue_consumer_lag\n"
+                "  metricsQuery: sum(<<.Series>>) by (name)\n"
+                "- seriesQuery: queue_depth\n"
+                "  metricsQuery: sum(<<.Series>>) by (name)\n"
+                "  resources: {namespaced: false}\n"
+                "resourceRules:\n"
+                "  memory: {containerQuery: q, nodeQuery: q, containerLabel: c}\n"
+                "---\n"
+                "rules: []\n",
+                &cfg, &err);
+    if (!rs)
+        fail_msg("%s", err.msg);
+    const char *want[] = {
+        "t.yaml:17:1: a second YAML document starts here and is ignored: prometheus-adapter "
+        "(yaml.v2) reads only the first one; put every rule in one document",
+        "t.yaml:2:3: rules[0]: seriesQuery is empty: the rule is left out of discovery "
+        "(prometheus-adapter sends the empty query and every relist fails)",
+        "t.yaml:5:19: rules[1]: metricsQuery: {{define}} is not supported: a template cannot "
+        "define others; prometheus-adapter (Go's text/template) loads it, this adapter cannot "
+        "render it: requests for its metrics fail",
+        "t.yaml:8:19: rules[2]: metricsQuery: function \"call\" is not supported: there are no "
+        "function values; prometheus-adapter (Go's text/template) loads it, this adapter cannot "
+        "render it: requests for its metrics fail",
+        "t.yaml:10:3: externalRules[0]: resources.namespaced is true (the default) but no "
+        "override or template names the namespace label, so requests for its metrics fail; add "
+        "`resources: {overrides: {namespace: {resource: namespace}}}` or set "
+        "`resources.namespaced: false`",
+        "t.yaml:16:3: resourceRules.cpu.containerQuery is empty: pod metrics requests fail",
+        "t.yaml:16:3: resourceRules.cpu.nodeQuery is empty: node metrics requests fail",
+        "t.yaml:16:3: resourceRules.cpu.containerLabel is empty: pod metrics requests fail",
+    };
+    assert_int_equal(rs->n_warnings, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < rs->n_warnings; i++)
+        assert_string_equal(rs->warnings[i], want[i]);
+    assert_string_equal(rs->rules[0].series_query, ""); /* left out of discovery */
+    assert_null(rs->rules[0].problem);
+    assert_non_null(rs->rules[1].metrics_query); /* a stand-in, never rendered */
+    struct cma_err why;
+    cma_err_clear(&why);
+    assert_int_equal(cma_rule_servable(&rs->rules[2], &why), CMA_ERR_RULE);
+    assert_non_null(strstr(why.msg, "t.yaml:8:19: rules[2]: metricsQuery: function \"call\""));
+    cma_err_clear(&why);
+    assert_int_equal(cma_rule_servable(&rs->external_rules[0], &why), CMA_ERR_RULE);
+    assert_int_equal(why.code, CMA_ERR_RULE);
+    assert_true(strncmp(why.msg,
+                        "the rule of this metric cannot be served: t.yaml:10:3: "
+                        "externalRules[0]: resources.namespaced is true",
+                        97) == 0);
+    assert_int_equal(cma_rule_servable(&rs->external_rules[1], NULL), CMA_OK);
+    cma_ruleset_free(rs);
+    cma_config_free(cfg);
+}
+
 static char *read_text(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -249,6 +332,9 @@ static void test_config_errors__every_case(void **state)
         if (e->d_name[0] == '.' || stat(path, &st) != 0)
             continue;
         snprintf(expect_path, sizeof(expect_path), "%s/expect.error", e->d_name);
+        bool warning_case = access(expect_path, F_OK) != 0;
+        if (warning_case) /* loads; its first warning is the line */
+            snprintf(expect_path, sizeof(expect_path), "%s/expect.warning", e->d_name);
         char *want = read_text(expect_path);
         struct cma_err err;
         cma_err_clear(&err);
@@ -259,6 +345,8 @@ static void test_config_errors__every_case(void **state)
         char got[700] = "(no error)";
         if (err.code != CMA_OK)
             cma_err_format_pos(&err, got, sizeof(got));
+        else if (warning_case)
+            snprintf(got, sizeof(got), "%s", rs->n_warnings ? rs->warnings[0] : "(no warning)");
         if (!want || strcmp(got, want) != 0) {
             size_t used = strlen(failures);
             snprintf(failures + used, sizeof(failures) - used, "\n%s:\n  want: %s\n  got:  %s",
@@ -273,7 +361,7 @@ static void test_config_errors__every_case(void **state)
     assert_int_equal(chdir(cwd), 0);
     if (failures[0])
         fail_msg("config-errors cases differ:%s", failures);
-    assert_true(n_cases >= 13);
+    assert_true(n_cases >= 20);
 }
 
 int main(void)
@@ -284,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_cma_ruleset_compile__errors_with_positions),
         cmocka_unit_test(test_cma_resmap__overrides_and_template),
         cmocka_unit_test(test_cma_restmapper__priority_and_forms),
+        cmocka_unit_test(test_cma_ruleset_compile__upstream_loads_with_warnings),
         cmocka_unit_test(test_config_errors__every_case),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,9 @@
 /* server_test.c: the HTTPS server (server.c) and its TLS material (tls.c), end to end over real
- * TLS with libcurl as the client: status/body/header round trip, raw paths, query decoding,
- * keep-alive, concurrency, body limits, client-certificate requests, TLS versions and cipher
- * suites, and the self-signed certificate generator. */
+ * TLS with libcurl (and OpenSSL for raw requests) as the client: status/body/header round trip,
+ * raw paths, query decoding, keep-alive, concurrency, body limits, client-certificate requests,
+ * TLS versions and cipher suites, the self-signed certificate generator; and the connection
+ * model: the worker pool (workpool.c), absolute deadlines (conntrack.c), 429 when every worker
+ * is busy while probes still answer, per-client limits, invalid request targets and draining. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +14,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ftw.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -28,6 +32,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -35,6 +40,8 @@
 #include "cma/err.h"
 #include "cma/server.h"
 #include "cma/tls.h"
+
+#include "../../src/http/http_internal.h"
 
 #define EXTRA_DNS "custom-metrics-adapter.monitoring.svc"
 
@@ -213,6 +220,14 @@ static void perform(CURL *e, struct reply *r)
 static void fetch(const char *path, struct reply *r)
 {
     CURL *e = easy_for(fx.port, path, r);
+    perform(e, r);
+    curl_easy_cleanup(e);
+}
+
+/* GET path on another server than the fixture's. */
+static void fetch_port(int port, const char *path, struct reply *r)
+{
+    CURL *e = easy_for(port, path, r);
     perform(e, r);
     curl_easy_cleanup(e);
 }
@@ -1360,6 +1375,695 @@ static void test_cma_server_start__dual_stack_any(void **state)
     cma_server_stop(NULL);
 }
 
+/* ----- connection model: worker pool, deadlines, limits, targets, drain ----- */
+
+/* A job for the pool tests: counts its start, then waits until the gate opens. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int started;
+    bool open;
+} gate = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static void gated_job(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&gate.lock);
+    gate.started++;
+    pthread_cond_broadcast(&gate.cond);
+    while (!gate.open)
+        pthread_cond_wait(&gate.cond, &gate.lock);
+    pthread_mutex_unlock(&gate.lock);
+}
+
+static void gate_reset(void)
+{
+    pthread_mutex_lock(&gate.lock);
+    gate.started = 0;
+    gate.open = false;
+    pthread_mutex_unlock(&gate.lock);
+}
+
+static void gate_wait_started(int n)
+{
+    pthread_mutex_lock(&gate.lock);
+    while (gate.started < n)
+        pthread_cond_wait(&gate.cond, &gate.lock);
+    pthread_mutex_unlock(&gate.lock);
+}
+
+static void gate_release(void)
+{
+    pthread_mutex_lock(&gate.lock);
+    gate.open = true;
+    pthread_cond_broadcast(&gate.cond);
+    pthread_mutex_unlock(&gate.lock);
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void test_cma_workpool_submit__runs_jobs_concurrently_up_to_the_limit(void **state)
+{
+    (void)state;
+    gate_reset();
+    struct cma_workpool *p = NULL;
+    assert_int_equal(cma_workpool_new(1, 3, 100, &p, NULL), CMA_OK);
+    assert_int_equal(cma_workpool_threads(p), 0); /* threads start on demand */
+    for (int i = 0; i < 3; i++)
+        assert_true(cma_workpool_submit(p, gated_job, NULL));
+    gate_wait_started(3); /* all three run at once: none waits behind another */
+    assert_int_equal(cma_workpool_busy(p), 3);
+    assert_false(cma_workpool_submit(p, gated_job, NULL)); /* no queue: refused */
+    assert_false(cma_workpool_wait_idle(p, mono_ms() + 50));
+    gate_release();
+    assert_true(cma_workpool_wait_idle(p, mono_ms() + 30000));
+    assert_int_equal(cma_workpool_busy(p), 0);
+    /* idle threads beyond min_threads exit */
+    int64_t deadline = mono_ms() + 30000;
+    while (cma_workpool_threads(p) > 1 && mono_ms() < deadline)
+        usleep(10000);
+    assert_int_equal(cma_workpool_threads(p), 1);
+    /* and the pool keeps working */
+    gate_reset();
+    gate_release();
+    assert_true(cma_workpool_submit(p, gated_job, NULL));
+    assert_true(cma_workpool_wait_idle(p, mono_ms() + 30000));
+    cma_workpool_free(p);
+    cma_workpool_free(NULL);
+    assert_int_not_equal(cma_workpool_new(2, 1, 100, &p, NULL), CMA_OK);
+}
+
+/* True when the peer of a tracked descriptor sees end-of-file within timeout_ms. */
+static bool peer_sees_eof(int fd, int timeout_ms)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    if (poll(&pfd, 1, timeout_ms) != 1)
+        return false;
+    char b;
+    return read(fd, &b, 1) == 0;
+}
+
+static void test_cma_conntrack_drain__cuts_idle_and_handshaking_only(void **state)
+{
+    (void)state;
+    struct cma_conntrack_config cfg = {.handshake_ms = 60000, .header_ms = 60000, .idle_ms = 60000};
+    struct cma_conntrack *t = NULL;
+    assert_int_equal(cma_conntrack_new(&cfg, &t, NULL), CMA_OK);
+    enum { HS, HDR, BUSY, IDLE, N };
+    int sv[N][2];
+    struct cma_conn *c[N];
+    int owner = 7;
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
+        c[i] = cma_conntrack_add(t, sv[i][0], &owner);
+        assert_non_null(c[i]);
+        assert_ptr_equal(cma_conn_owner(c[i]), &owner);
+    }
+    cma_conntrack_set_phase(c[HDR], CMA_CONN_HEADERS);
+    cma_conntrack_set_phase(c[BUSY], CMA_CONN_HEADERS);
+    cma_conntrack_set_phase(c[BUSY], CMA_CONN_BUSY);
+    cma_conntrack_set_phase(c[IDLE], CMA_CONN_BUSY);
+    cma_conntrack_set_phase(c[IDLE], CMA_CONN_IDLE);
+    struct cma_conntrack_stats st;
+    cma_conntrack_stats(t, &st);
+    assert_int_equal(st.open, N);
+    assert_int_equal(st.busy, 1);
+    cma_conntrack_drain(t);
+    assert_true(peer_sees_eof(sv[HS][1], 5000));
+    assert_true(peer_sees_eof(sv[IDLE][1], 5000));
+    assert_false(peer_sees_eof(sv[HDR][1], 0));
+    assert_false(peer_sees_eof(sv[BUSY][1], 0));
+    assert_int_equal(cma_conntrack_phase(c[HS]), CMA_CONN_CUT);
+    assert_int_equal(cma_conntrack_phase(c[HDR]), CMA_CONN_HEADERS);
+    /* a busy connection that finishes while draining is cut instead of kept alive */
+    cma_conntrack_set_phase(c[BUSY], CMA_CONN_IDLE);
+    assert_true(peer_sees_eof(sv[BUSY][1], 5000));
+    /* a cut connection stays cut */
+    cma_conntrack_set_phase(c[HS], CMA_CONN_HEADERS);
+    assert_int_equal(cma_conntrack_phase(c[HS]), CMA_CONN_CUT);
+    cma_conntrack_stats(t, &st);
+    assert_int_equal(st.cut_drain, 3);
+    assert_int_equal(st.cut_deadline, 0);
+    assert_int_equal(st.busy, 0);
+    assert_false(cma_conntrack_wait_empty(t, mono_ms() + 20));
+    for (int i = 0; i < N; i++) {
+        cma_conntrack_remove(c[i]);
+        close(sv[i][0]);
+        close(sv[i][1]);
+    }
+    assert_true(cma_conntrack_wait_empty(t, mono_ms() + 20));
+    cma_conntrack_remove(NULL);
+    cma_conntrack_free(t);
+}
+
+static void test_cma_conntrack_add__deadlines_are_absolute(void **state)
+{
+    (void)state;
+    struct cma_conntrack_config cfg = {.handshake_ms = 200, .header_ms = 200, .idle_ms = 0};
+    struct cma_conntrack *t = NULL;
+    assert_int_equal(cma_conntrack_new(&cfg, &t, NULL), CMA_OK);
+    int hs[2], hdr[2], busy[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, hs), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, hdr), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, busy), 0);
+    struct cma_conn *c_hs = cma_conntrack_add(t, hs[0], NULL);
+    struct cma_conn *c_hdr = cma_conntrack_add(t, hdr[0], NULL);
+    struct cma_conn *c_busy = cma_conntrack_add(t, busy[0], NULL);
+    cma_conntrack_set_phase(c_hdr, CMA_CONN_HEADERS);
+    cma_conntrack_set_phase(c_busy, CMA_CONN_BUSY);
+    /* traffic does not matter: the deadline is the tracker's, not the socket's */
+    assert_int_equal(write(hdr[1], "x", 1), 1);
+    assert_true(peer_sees_eof(hs[1], 20000));
+    assert_true(peer_sees_eof(hdr[1], 20000));
+    assert_int_equal(cma_conntrack_phase(c_hs), CMA_CONN_CUT);
+    /* no deadline while busy: still open well after the others were cut */
+    assert_false(peer_sees_eof(busy[1], 300));
+    assert_int_equal(cma_conntrack_phase(c_busy), CMA_CONN_BUSY);
+    struct cma_conntrack_stats st;
+    cma_conntrack_stats(t, &st);
+    assert_int_equal(st.cut_deadline, 2);
+    cma_conntrack_remove(c_hs);
+    cma_conntrack_remove(c_hdr);
+    cma_conntrack_remove(c_busy);
+    for (int i = 0; i < 2; i++) {
+        close(hs[i]);
+        close(hdr[i]);
+        close(busy[i]);
+    }
+    cma_conntrack_free(t);
+}
+
+static void test_cma_conntrack_add__evicts_the_oldest_unused_at_max_open(void **state)
+{
+    (void)state;
+    struct cma_conntrack_config cfg = {
+        .handshake_ms = 60000, .header_ms = 60000, .idle_ms = 60000, .max_open = 3};
+    struct cma_conntrack *t = NULL;
+    assert_int_equal(cma_conntrack_new(&cfg, &t, NULL), CMA_OK);
+    enum { IDLE, HDR, HS, BUSY, NEW1, NEW2, NEW3, N };
+    int sv[N][2];
+    struct cma_conn *c[N];
+    for (int i = 0; i < N; i++)
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
+    c[IDLE] = cma_conntrack_add(t, sv[IDLE][0], NULL);
+    cma_conntrack_set_phase(c[IDLE], CMA_CONN_IDLE);
+    c[HDR] = cma_conntrack_add(t, sv[HDR][0], NULL);
+    cma_conntrack_set_phase(c[HDR], CMA_CONN_HEADERS);
+    c[HS] = cma_conntrack_add(t, sv[HS][0], NULL);
+    /* a fourth: the unfinished handshake gives its slot, before the request and the idle one */
+    c[BUSY] = cma_conntrack_add(t, sv[BUSY][0], NULL);
+    assert_true(peer_sees_eof(sv[HS][1], 5000));
+    assert_false(peer_sees_eof(sv[IDLE][1], 0));
+    assert_false(peer_sees_eof(sv[HDR][1], 0));
+    cma_conntrack_set_phase(c[BUSY], CMA_CONN_BUSY);
+    /* then the oldest unfinished request, then the idle keep-alive connection */
+    c[NEW1] = cma_conntrack_add(t, sv[NEW1][0], NULL);
+    assert_true(peer_sees_eof(sv[HDR][1], 5000));
+    assert_false(peer_sees_eof(sv[IDLE][1], 0));
+    cma_conntrack_set_phase(c[NEW1], CMA_CONN_BUSY);
+    c[NEW2] = cma_conntrack_add(t, sv[NEW2][0], NULL);
+    assert_true(peer_sees_eof(sv[IDLE][1], 5000));
+    cma_conntrack_set_phase(c[NEW2], CMA_CONN_BUSY);
+    /* three busy connections: nothing to take, the newcomer is simply one too many */
+    c[NEW3] = cma_conntrack_add(t, sv[NEW3][0], NULL);
+    assert_false(peer_sees_eof(sv[BUSY][1], 0));
+    assert_false(peer_sees_eof(sv[NEW1][1], 0));
+    assert_false(peer_sees_eof(sv[NEW2][1], 0));
+    assert_false(peer_sees_eof(sv[NEW3][1], 0));
+    struct cma_conntrack_stats st;
+    cma_conntrack_stats(t, &st);
+    assert_int_equal(st.cut_evict, 3);
+    assert_int_equal(st.open, N);
+    assert_int_equal(st.busy, 3);
+    for (int i = 0; i < N; i++) {
+        cma_conntrack_remove(c[i]);
+        close(sv[i][0]);
+        close(sv[i][1]);
+    }
+    cma_conntrack_free(t);
+}
+
+/* ----- raw TLS client (OpenSSL) for what curl will not send ----- */
+
+struct raw_tls {
+    int fd;
+    SSL_CTX *ctx;
+    SSL *ssl;
+};
+
+static int tcp_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+/* TLS handshake on a new connection; max_version 0 = any. */
+static void raw_connect(int port, int max_version, struct raw_tls *t)
+{
+    t->fd = tcp_connect(port);
+    assert_true(t->fd >= 0);
+    t->ctx = SSL_CTX_new(TLS_client_method());
+    assert_non_null(t->ctx);
+    SSL_CTX_set_verify(t->ctx, SSL_VERIFY_NONE, NULL);
+    if (max_version)
+        SSL_CTX_set_max_proto_version(t->ctx, max_version);
+    t->ssl = SSL_new(t->ctx);
+    assert_non_null(t->ssl);
+    SSL_set_fd(t->ssl, t->fd);
+    assert_int_equal(SSL_connect(t->ssl), 1);
+}
+
+static void raw_send(struct raw_tls *t, const char *data, size_t len)
+{
+    assert_int_equal(SSL_write(t->ssl, data, (int)len), (int)len);
+}
+
+/* Reads until the server closes (or 30 s pass); the bytes go to out. */
+static void raw_read_all(struct raw_tls *t, struct cma_buf *out)
+{
+    struct timeval tv = {.tv_sec = 30};
+    setsockopt(t->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char chunk[4096];
+    int n;
+    while ((n = SSL_read(t->ssl, chunk, sizeof chunk)) > 0)
+        assert_int_equal(cma_buf_append(out, chunk, (size_t)n), CMA_OK);
+}
+
+static void raw_close(struct raw_tls *t)
+{
+    SSL_free(t->ssl);
+    SSL_CTX_free(t->ctx);
+    close(t->fd);
+}
+
+/* One request on a new TLS connection; the raw answer goes to out. */
+static void raw_request(int port, const char *data, size_t len, struct cma_buf *out)
+{
+    struct raw_tls t;
+    raw_connect(port, 0, &t);
+    raw_send(&t, data, len);
+    raw_read_all(&t, out);
+    raw_close(&t);
+}
+
+static void test_on_request__invalid_target_bytes_are_400(void **state)
+{
+    (void)state;
+    static const char *const targets[] = {"/fast\0/../x", "/fast?a=1\0b", "/fa\001st", "/fa st",
+                                          "/fast\177"};
+    static const size_t lens[] = {11, 11, 7, 6, 6};
+    struct cma_server_stats before;
+    cma_server_stats(fx.server, &before);
+    int calls = atomic_load(&fx.handler_calls);
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+        char req[256];
+        int n = snprintf(req, sizeof req, "GET ");
+        memcpy(req + n, targets[i], lens[i]);
+        n += (int)lens[i];
+        n += snprintf(req + n, sizeof req - (size_t)n,
+                      " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        struct cma_buf out;
+        cma_buf_init(&out, 0);
+        raw_request(fx.port, req, (size_t)n, &out);
+        const char *a = cma_buf_str(&out);
+        if (strncmp(a, "HTTP/1.1 400 ", 13) != 0)
+            fail_msg("target %zu: %.80s", i, a);
+        assert_non_null(strstr(a, "Content-Type: application/json"));
+        assert_non_null(strstr(a, "\"reason\":\"BadRequest\",\"code\":400}"));
+        cma_buf_done(&out);
+    }
+    assert_int_equal(atomic_load(&fx.handler_calls), calls); /* the handler never saw them */
+    struct cma_server_stats after;
+    cma_server_stats(fx.server, &after);
+    assert_int_equal(after.rejected_target - before.rejected_target, 5);
+    /* control: the same raw client with a clean target reaches the handler */
+    const char ok[] = "GET /fast?a=%00x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    struct cma_buf out;
+    cma_buf_init(&out, 0);
+    raw_request(fx.port, ok, sizeof ok - 1, &out);
+    assert_non_null(strstr(cma_buf_str(&out), "HTTP/1.1 400 ")); /* %00 decodes to NUL */
+    assert_non_null(strstr(cma_buf_str(&out), "malformed query string"));
+    cma_buf_clear(&out);
+    const char ok2[] = "GET /fast?a=%41 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    raw_request(fx.port, ok2, sizeof ok2 - 1, &out);
+    assert_non_null(strstr(cma_buf_str(&out), "HTTP/1.1 200 "));
+    assert_non_null(strstr(cma_buf_str(&out), "\r\n\r\nfast"));
+    cma_buf_done(&out);
+}
+
+struct bg_fetch {
+    int port;
+    const char *path;
+    struct reply r;
+    pthread_t tid;
+};
+
+static void *bg_fetch_main(void *arg)
+{
+    struct bg_fetch *b = arg;
+    CURL *e = easy_for(b->port, b->path, &b->r);
+    perform(e, &b->r);
+    curl_easy_cleanup(e);
+    return NULL;
+}
+
+static void bg_start(struct bg_fetch *b, int port, const char *path)
+{
+    b->port = port;
+    b->path = path;
+    reply_init(&b->r);
+    assert_int_equal(pthread_create(&b->tid, NULL, bg_fetch_main, b), 0);
+}
+
+static void slow_reset(void)
+{
+    pthread_mutex_lock(&fx.lock);
+    fx.slow_started = false;
+    fx.slow_released = false;
+    pthread_mutex_unlock(&fx.lock);
+}
+
+static void slow_wait_started(void)
+{
+    pthread_mutex_lock(&fx.lock);
+    while (!fx.slow_started)
+        pthread_cond_wait(&fx.cond, &fx.lock);
+    pthread_mutex_unlock(&fx.lock);
+}
+
+static void slow_release(void)
+{
+    pthread_mutex_lock(&fx.lock);
+    fx.slow_released = true;
+    pthread_cond_broadcast(&fx.cond);
+    pthread_mutex_unlock(&fx.lock);
+}
+
+static void test_cma_server_start__busy_workers_429_but_probes_answer(void **state)
+{
+    (void)state;
+    struct cma_server_config cfg = base_config();
+    cfg.max_requests_inflight = 1;
+    struct cma_server *s = start_or_fail(&cfg);
+    int port = cma_server_port(s);
+    slow_reset();
+    struct bg_fetch slow;
+    bg_start(&slow, port, "/slow");
+    slow_wait_started(); /* the only worker is blocked */
+
+    struct reply r;
+    reply_init(&r);
+    CURL *e = easy_for(port, "/fast", &r);
+    perform(e, &r);
+    curl_easy_cleanup(e);
+    assert_int_equal(r.status, 429);
+    char v[64];
+    assert_true(header_value(&r, "Retry-After", v, sizeof v));
+    assert_string_equal(v, "1");
+    assert_non_null(strstr(cma_buf_str(&r.body), "\"reason\":\"TooManyRequests\""));
+    assert_non_null(strstr(cma_buf_str(&r.body), "\"code\":429}"));
+    /* a probe without credentials runs on the event thread: no worker needed */
+    const char *probes[] = {"/healthz", "/livez", "/readyz/ping"};
+    for (size_t i = 0; i < 3; i++) {
+        fetch_port(port, probes[i], &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(cma_buf_str(&r.body), "{\"ok\":true}");
+    }
+    /* with credentials a probe may need the network (TokenReview): a worker, so 429 here */
+    e = easy_for(port, "/healthz", &r);
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Authorization: Bearer abc");
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+    perform(e, &r);
+    curl_easy_cleanup(e);
+    curl_slist_free_all(hdrs);
+    assert_int_equal(r.status, 429);
+    struct cma_server_stats st;
+    cma_server_stats(s, &st);
+    assert_int_equal(st.rejected_busy, 2);
+    assert_true(st.busy >= 1);
+
+    slow_release();
+    pthread_join(slow.tid, NULL);
+    assert_int_equal(slow.r.status, 200);
+    assert_string_equal(cma_buf_str(&slow.r.body), "slow");
+    fetch_port(port, "/fast", &r);
+    assert_int_equal(r.status, 200);
+    reply_done(&slow.r);
+    reply_done(&r);
+    cma_server_stop(s);
+}
+
+static void test_cma_server_start__tls_handshake_deadline(void **state)
+{
+    (void)state;
+    struct cma_server_config cfg = base_config();
+    cfg.tls_handshake_timeout_ms = 1000;
+    cfg.request_header_timeout_ms = 60000;
+    struct cma_server *s = start_or_fail(&cfg);
+    int port = cma_server_port(s);
+    /* a client that connects and sends nothing is cut (libmicrohttpd alone waits 120 s) */
+    int idle = tcp_connect(port);
+    assert_true(idle >= 0);
+    assert_true(peer_sees_eof(idle, 30000));
+    close(idle);
+    struct cma_server_stats st;
+    cma_server_stats(s, &st);
+    assert_int_equal(st.cut_deadline, 1);
+    /* the handshake deadline ends with the handshake, TLS 1.2 and 1.3 alike: a request sent
+     * after it has passed is served */
+    const int versions[] = {TLS1_2_VERSION, TLS1_3_VERSION};
+    for (size_t i = 0; i < 2; i++) {
+        struct raw_tls t;
+        raw_connect(port, versions[i], &t);
+        usleep(1500 * 1000);
+        const char req[] = "GET /fast HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+        raw_send(&t, req, sizeof req - 1);
+        struct cma_buf out;
+        cma_buf_init(&out, 0);
+        raw_read_all(&t, &out);
+        if (!strstr(cma_buf_str(&out), "\r\n\r\nfast"))
+            fail_msg("TLS version %#x: %.80s", versions[i], cma_buf_str(&out));
+        cma_buf_done(&out);
+        raw_close(&t);
+    }
+    cma_server_stop(s);
+}
+
+static void test_cma_server_start__request_deadline_not_extended_by_traffic(void **state)
+{
+    (void)state;
+    struct cma_server_config cfg = base_config();
+    cfg.request_header_timeout_ms = 1000;
+    struct cma_server *s = start_or_fail(&cfg);
+    struct raw_tls t;
+    raw_connect(cma_server_port(s), 0, &t);
+    const char line[] = "GET /fast HTTP/1.1\r\n";
+    raw_send(&t, line, sizeof line - 1);
+    /* one header line every 100 ms, never the end of the headers: still cut (libmicrohttpd's
+     * own timeout, reset by every byte, would keep it for ever) */
+    bool cut = false;
+    for (int i = 0; i < 300 && !cut; i++) {
+        char h[64];
+        int n = snprintf(h, sizeof h, "X-Drip-%d: %d\r\n", i, i);
+        if (SSL_write(t.ssl, h, n) != n) {
+            cut = true;
+            break;
+        }
+        struct pollfd pfd = {.fd = t.fd, .events = POLLIN};
+        char b[256];
+        if (poll(&pfd, 1, 100) == 1 && SSL_read(t.ssl, b, sizeof b) <= 0)
+            cut = true;
+    }
+    raw_close(&t);
+    assert_true(cut);
+    struct cma_server_stats st;
+    cma_server_stats(s, &st);
+    assert_int_equal(st.cut_deadline, 1);
+    cma_server_stop(s);
+}
+
+/* Opens a TCP connection and waits until the server tracks `expect` connections, so that
+ * connections are accepted in the order they were opened (two event loops race otherwise). */
+static int tcp_connect_tracked(struct cma_server *s, size_t expect)
+{
+    int fd = tcp_connect(cma_server_port(s));
+    assert_true(fd >= 0);
+    int64_t deadline = mono_ms() + 10000;
+    struct cma_server_stats st;
+    cma_server_stats(s, &st);
+    while (st.connections < expect && mono_ms() < deadline) {
+        usleep(5000);
+        cma_server_stats(s, &st);
+    }
+    assert_int_equal(st.connections, expect);
+    return fd;
+}
+
+static void test_cma_server_start__per_client_connection_limit(void **state)
+{
+    (void)state;
+    struct cma_server_config cfg = base_config();
+    cfg.max_connections_per_client = 2;
+    struct cma_server *s = start_or_fail(&cfg);
+    int port = cma_server_port(s);
+    int a = tcp_connect_tracked(s, 1);
+    int b = tcp_connect_tracked(s, 2);
+    int c = tcp_connect(port); /* accepted by the kernel, closed by the server */
+    assert_true(c >= 0);
+    assert_true(peer_sees_eof(c, 10000));
+    assert_false(peer_sees_eof(a, 200));
+    assert_false(peer_sees_eof(b, 0));
+    close(a);
+    close(c);
+    /* a slot is free again once a connection closed */
+    int64_t deadline = mono_ms() + 10000;
+    struct cma_server_stats st;
+    do {
+        usleep(10000);
+        cma_server_stats(s, &st);
+    } while (st.connections > 1 && mono_ms() < deadline);
+    struct reply r;
+    reply_init(&r);
+    fetch_port(port, "/fast", &r);
+    assert_int_equal(r.status, 200);
+    reply_done(&r);
+    close(b);
+    cma_server_stop(s);
+}
+
+static void test_cma_server_start__new_client_evicts_an_idle_one_at_max_connections(void **state)
+{
+    (void)state;
+    struct cma_server_config cfg = base_config();
+    cfg.max_connections = 3;
+    struct cma_server *s = start_or_fail(&cfg);
+    int port = cma_server_port(s);
+    int idle[3];
+    for (int i = 0; i < 3; i++)
+        idle[i] = tcp_connect_tracked(s, (size_t)i + 1);
+    struct cma_server_stats st;
+    struct reply r;
+    reply_init(&r);
+    fetch_port(port, "/fast", &r);
+    assert_int_equal(r.cc, CURLE_OK);
+    assert_int_equal(r.status, 200);
+    reply_done(&r);
+    assert_true(peer_sees_eof(idle[0], 10000)); /* the oldest gave its slot */
+    assert_false(peer_sees_eof(idle[1], 0));
+    assert_false(peer_sees_eof(idle[2], 0));
+    cma_server_stats(s, &st);
+    assert_true(st.cut_evict >= 1);
+    for (int i = 0; i < 3; i++)
+        close(idle[i]);
+    cma_server_stop(s);
+}
+
+static void test_cma_server_start__handler_may_outlast_the_keep_alive_timeout(void **state)
+{
+    (void)state;
+    struct cma_server_config cfg = base_config();
+    cfg.keep_alive_timeout_ms = 1000;
+    struct cma_server *s = start_or_fail(&cfg);
+    slow_reset();
+    struct bg_fetch slow;
+    bg_start(&slow, cma_server_port(s), "/slow");
+    slow_wait_started();
+    usleep(2500 * 1000); /* the connection waits, suspended, past the inactivity timeout */
+    slow_release();
+    pthread_join(slow.tid, NULL);
+    assert_int_equal(slow.r.cc, CURLE_OK);
+    assert_int_equal(slow.r.status, 200);
+    assert_string_equal(cma_buf_str(&slow.r.body), "slow");
+    reply_done(&slow.r);
+    cma_server_stop(s);
+}
+
+struct bg_drain {
+    struct cma_server *s;
+    int64_t grace_ms;
+    bool result;
+    atomic_bool done;
+    pthread_t tid;
+};
+
+static void *bg_drain_main(void *arg)
+{
+    struct bg_drain *d = arg;
+    d->result = cma_server_drain(d->s, d->grace_ms);
+    atomic_store(&d->done, true);
+    return NULL;
+}
+
+static void test_cma_server_drain__refuses_new_and_finishes_in_flight(void **state)
+{
+    (void)state;
+    struct cma_server *s = start_or_fail(&(struct cma_server_config){
+        .bind_address = "127.0.0.1", .cert_file = fx.cert_path, .key_file = fx.key_path});
+    int port = cma_server_port(s);
+    int idle = tcp_connect_tracked(s, 1); /* handshaking: cut by the drain */
+    slow_reset();
+    struct bg_fetch slow;
+    bg_start(&slow, port, "/slow");
+    slow_wait_started();
+    struct bg_drain d = {.s = s, .grace_ms = 30000};
+    atomic_init(&d.done, false);
+    assert_int_equal(pthread_create(&d.tid, NULL, bg_drain_main, &d), 0);
+    assert_true(peer_sees_eof(idle, 10000));
+    close(idle);
+    int fd = tcp_connect(port);
+    assert_int_equal(fd, -1);
+    assert_int_equal(errno, ECONNREFUSED);
+    assert_false(atomic_load(&d.done)); /* waits for /slow */
+    slow_release();
+    pthread_join(slow.tid, NULL);
+    pthread_join(d.tid, NULL);
+    assert_true(d.result);
+    assert_int_equal(slow.r.status, 200);
+    assert_string_equal(cma_buf_str(&slow.r.body), "slow");
+    char v[32];
+    assert_true(header_value(&slow.r, "Connection", v, sizeof v));
+    assert_string_equal(v, "close");
+    struct cma_server_stats st;
+    cma_server_stats(s, &st);
+    assert_int_equal(st.connections, 0);
+    assert_true(st.cut_drain >= 1);
+    reply_done(&slow.r);
+    cma_server_stop(s);
+}
+
+static void test_cma_server_drain__gives_up_after_the_grace_period(void **state)
+{
+    (void)state;
+    struct cma_server *s = start_or_fail(&(struct cma_server_config){
+        .bind_address = "127.0.0.1", .cert_file = fx.cert_path, .key_file = fx.key_path});
+    slow_reset();
+    struct bg_fetch slow;
+    bg_start(&slow, cma_server_port(s), "/slow");
+    slow_wait_started();
+    assert_false(cma_server_drain(s, 100));
+    slow_release();
+    pthread_join(slow.tid, NULL);
+    assert_int_equal(slow.r.status, 200);
+    reply_done(&slow.r);
+    /* the straggler finished: stop can now stop libmicrohttpd and free everything */
+    cma_server_stop(s);
+    assert_true(cma_server_drain(NULL, 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1385,6 +2089,19 @@ int main(void)
         cmocka_unit_test(test_on_request__body_over_1mib_is_413),
         cmocka_unit_test(test_on_request__head_has_no_body),
         cmocka_unit_test(test_run_handler__invalid_status_is_500),
+        cmocka_unit_test(test_cma_workpool_submit__runs_jobs_concurrently_up_to_the_limit),
+        cmocka_unit_test(test_cma_conntrack_drain__cuts_idle_and_handshaking_only),
+        cmocka_unit_test(test_cma_conntrack_add__deadlines_are_absolute),
+        cmocka_unit_test(test_cma_conntrack_add__evicts_the_oldest_unused_at_max_open),
+        cmocka_unit_test(test_on_request__invalid_target_bytes_are_400),
+        cmocka_unit_test(test_cma_server_start__busy_workers_429_but_probes_answer),
+        cmocka_unit_test(test_cma_server_start__tls_handshake_deadline),
+        cmocka_unit_test(test_cma_server_start__request_deadline_not_extended_by_traffic),
+        cmocka_unit_test(test_cma_server_start__per_client_connection_limit),
+        cmocka_unit_test(test_cma_server_start__new_client_evicts_an_idle_one_at_max_connections),
+        cmocka_unit_test(test_cma_server_start__handler_may_outlast_the_keep_alive_timeout),
+        cmocka_unit_test(test_cma_server_drain__refuses_new_and_finishes_in_flight),
+        cmocka_unit_test(test_cma_server_drain__gives_up_after_the_grace_period),
         cmocka_unit_test(test_cma_tls_ensure_self_signed__creates_dirs_and_valid_pair),
         cmocka_unit_test(test_cma_tls_ensure_self_signed__reuses_valid_pair),
         cmocka_unit_test(test_cma_tls_ensure_self_signed__regenerates_mismatched_pair),

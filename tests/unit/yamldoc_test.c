@@ -260,17 +260,28 @@ static void test_cma_ydoc_parse__invalid_utf8_position(void **state)
     assert_string_equal(out, "t.yaml:1:5: control characters are not allowed");
 }
 
-static void test_cma_ydoc_parse__second_document_is_an_error(void **state)
+static void test_cma_ydoc_parse__second_document_is_ignored(void **state)
 {
     (void)state;
-    char out[600];
-    const char *text = "a: 1\n---\nb: 2\n";
-    assert_int_equal(parse_err(text, strlen(text), out, sizeof(out)), CMA_ERR_CONFIG_SYNTAX);
-    assert_string_equal(out, "t.yaml:2:1: expected a single YAML document, found a second one");
-    /* A trailing empty document is harmless. */
-    struct cma_ydoc *doc = parse_ok("a: 1\n---\n");
+    /* As yaml.v2's Unmarshal: the first document counts; a later one is not even parsed (its
+     * syntax error does not count), and where it starts is reported for a warning. */
+    struct cma_ydoc *doc = parse_ok("a: 1\n---\nb: [2\n");
     assert_non_null(cma_ynode_get(cma_ydoc_root(doc), "a"));
+    assert_null(cma_ynode_get(cma_ydoc_root(doc), "b"));
+    unsigned line = 0, column = 0;
+    assert_true(cma_ydoc_ignored_document(doc, &line, &column));
+    assert_int_equal(line, 2);
+    assert_int_equal(column, 1);
     cma_ydoc_free(doc);
+    /* A trailing empty document is not ignored content. */
+    doc = parse_ok("a: 1\n---\n");
+    assert_non_null(cma_ynode_get(cma_ydoc_root(doc), "a"));
+    assert_false(cma_ydoc_ignored_document(doc, &line, &column));
+    cma_ydoc_free(doc);
+    /* A syntax error in the first document still counts. */
+    char out[600];
+    const char *text = "a: [1\n---\nb: 2\n";
+    assert_int_equal(parse_err(text, strlen(text), out, sizeof(out)), CMA_ERR_CONFIG_SYNTAX);
 }
 
 static void test_cma_ydoc_parse__non_scalar_key(void **state)
@@ -426,7 +437,7 @@ int main(void)
         cmocka_unit_test(test_cma_ydoc_parse__syntax_error_position),
         cmocka_unit_test(test_cma_ydoc_parse__tab_indentation),
         cmocka_unit_test(test_cma_ydoc_parse__invalid_utf8_position),
-        cmocka_unit_test(test_cma_ydoc_parse__second_document_is_an_error),
+        cmocka_unit_test(test_cma_ydoc_parse__second_document_is_ignored),
         cmocka_unit_test(test_cma_ydoc_parse__non_scalar_key),
         cmocka_unit_test(test_cma_ydoc_parse__depth_limit),
         cmocka_unit_test(test_cma_ydoc_parse__size_limits),
