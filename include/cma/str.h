@@ -23,6 +23,9 @@ enum cma_errc cma_duration_parse(const char *s, int64_t *ret_ms, struct cma_err 
 /* Formats ms as Go's Duration.String(): "5m0s", "1h0m0s", "1.5s", "500ms", "0s". out >= 32. */
 char *cma_duration_format(int64_t ms, char *out, size_t out_len);
 
+/* The value of one hexadecimal digit (0-9, a-f, A-F), or -1 for any other byte. */
+int cma_hex_digit(int c);
+
 /* Percent-decodes src[0..len) into a new string; if plus_is_space, '+' becomes ' ' (query
  * strings). Malformed escapes give CMA_ERR_BAD_REQUEST; a decoded NUL byte is rejected. */
 enum cma_errc cma_percent_decode(const char *src, size_t len, bool plus_is_space, char **ret,

@@ -655,11 +655,6 @@ static bool has_prefix_ci(const char *s, const char *prefix)
     return strncasecmp(s, prefix, strlen(prefix)) == 0;
 }
 
-static int hexval(int c)
-{
-    return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
-}
-
 /* url.PathUnescape(strings.ToLower(raw)), or the lower-cased raw key when an escape is bad. */
 static char *extra_key(const char *raw)
 {
@@ -678,8 +673,8 @@ static char *extra_key(const char *raw)
             key[k++] = lower[i];
             continue;
         }
-        int hi = i + 2 < n ? hexval((unsigned char)lower[i + 1]) : -1;
-        int lo = hi < 0 ? -1 : hexval((unsigned char)lower[i + 2]);
+        int hi = i + 2 < n ? cma_hex_digit(lower[i + 1]) : -1;
+        int lo = hi < 0 ? -1 : cma_hex_digit(lower[i + 2]);
         if (hi < 0 || lo < 0) {
             free(key);
             return lower;

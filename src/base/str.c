@@ -136,7 +136,7 @@ char *cma_duration_format(int64_t ms, char *out, size_t out_len)
     return out;
 }
 
-static int hexval(char c)
+int cma_hex_digit(int c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -163,7 +163,7 @@ enum cma_errc cma_percent_decode(const char *src, size_t len, bool plus_is_space
                                    "malformed percent-escape in \"%.*s\"",
                                    (int)(len > 200 ? 200 : len), src);
             }
-            int a = hexval(src[i + 1]), b = hexval(src[i + 2]);
+            int a = cma_hex_digit(src[i + 1]), b = cma_hex_digit(src[i + 2]);
             if (a < 0 || b < 0 || (a == 0 && b == 0)) {
                 free(out);
                 return cma_err_set(reterr, CMA_ERR_BAD_REQUEST,

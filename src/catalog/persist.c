@@ -33,6 +33,7 @@
 #include "cma/kube.h"
 #include "cma/restmapper.h"
 #include "cma/rule.h"
+#include "cma/str.h"
 
 #define MAGIC "cma-catalog-cache"
 #define FORMAT_VERSION 1
@@ -436,17 +437,6 @@ static bool field_is(const struct field *f, const char *s)
     return f->len == strlen(s) && memcmp(f->p, s, f->len) == 0;
 }
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* A field's text, unescaped, as a new string; NULL with *bad_escape set when the field holds a
  * raw control byte, a bad %XX or an escaped NUL, and NULL alone when out of memory. */
 static char *unescape(const struct field *f, bool *bad_escape)
@@ -460,8 +450,8 @@ static char *unescape(const struct field *f, bool *bad_escape)
         if (c != '%' && needs_escape(c))
             goto bad;
         if (c == '%') {
-            int hi = i + 2 < f->len ? hex_digit(f->p[i + 1]) : -1;
-            int lo = hi >= 0 ? hex_digit(f->p[i + 2]) : -1;
+            int hi = i + 2 < f->len ? cma_hex_digit(f->p[i + 1]) : -1;
+            int lo = hi >= 0 ? cma_hex_digit(f->p[i + 2]) : -1;
             if (lo < 0 || (hi == 0 && lo == 0))
                 goto bad;
             c = (unsigned char)(hi * 16 + lo);

@@ -128,25 +128,14 @@ struct captures {
     const char *metric;
 };
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Every escape well-formed, and none that decodes to NUL or '/'. */
 static enum cma_errc check_escapes(const char *path, size_t len, struct cma_err *reterr)
 {
     for (size_t i = 0; i < len; i++) {
         if (path[i] != '%')
             continue;
-        int hi = i + 2 < len ? hex_value(path[i + 1]) : -1;
-        int lo = i + 2 < len ? hex_value(path[i + 2]) : -1;
+        int hi = i + 2 < len ? cma_hex_digit(path[i + 1]) : -1;
+        int lo = i + 2 < len ? cma_hex_digit(path[i + 2]) : -1;
         if (hi < 0 || lo < 0)
             return cma_err_set(reterr, CMA_ERR_BAD_REQUEST,
                                "malformed percent-escape at offset %zu of the request path", i);
