@@ -378,11 +378,17 @@ static void *discovery_main(void *arg)
         }
         bool had = d->status.have_catalog;
         pthread_mutex_unlock(&d->mu);
-        if (rc == CMA_OK)
+        if (rc == CMA_OK) {
             cma_catalog_store_publish(d->cfg.store, c);
-        else
+        } else {
+            /* A catalog loaded from --catalog-cache-file serves before any relist succeeds. */
+            struct cma_catalog *serving = had ? NULL : cma_catalog_store_get(d->cfg.store);
             cma_log_warn("unable to update list of all metrics: %s; %s", err.msg,
-                         had ? "keeping the previous catalog" : "no catalog yet, retrying");
+                         had       ? "keeping the previous catalog"
+                         : serving ? "serving the catalog loaded from the cache file, retrying"
+                                   : "no catalog yet, retrying");
+            cma_catalog_unref(serving);
+        }
         /* A relist frees its caches and the previous snapshot; return those pages to the
          * system instead of keeping them in this thread's malloc arena until the next relist. */
         malloc_trim(0);

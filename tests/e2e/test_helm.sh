@@ -944,7 +944,7 @@ if must "tls: helm template with tls.enable and the PEM files" render "$tdir/all
   # (the first relist fails fast; /readyz only waits for it to finish).
   cp "$tdir/adapter/tls.crt" "$tdir/adapter/tls.key" "$tdir/serving-cert/"
   mapfile -t args < <(sed -e "s|/etc/adapter/|$tdir/adapter/|; s|/var/run/serving-cert/|$tdir/serving-cert/|" \
-    -e "s|^--cert-dir=/tmp/|--cert-dir=$tdir/|" -e '/^--secure-port=/d; /^--prometheus-url=/d' "$tdir/adapter/args")
+    -e "s|^--cert-dir=/tmp/|--cert-dir=$tdir/|; s|^--catalog-cache-file=/tmp/|--catalog-cache-file=$tdir/|" -e '/^--secure-port=/d; /^--prometheus-url=/d' "$tdir/adapter/args")
   if start_fake_kube ""; then
     port=$(free_port)
     closed=$(free_port)
