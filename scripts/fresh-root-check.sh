@@ -53,6 +53,10 @@ fi
 rm -f "$dir.debootstrap.log"
 echo "fresh-root-check: debootstrap took $((SECONDS - t0)) s"
 
+# On a real machine "/" is a mount point; make the root one too (a bind mount onto itself), or
+# tools that remount "/" in a new mount namespace (buildah's layer store) fail with EINVAL.
+mount --bind "$dir" "$dir" || exit 1
+mounts+=("$dir")
 for m in proc sys dev dev/pts; do
   mkdir -p "$dir/$m"
   case $m in
