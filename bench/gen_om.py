@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gen_om.py: the benchmark dataset generator of /work/shared/reference/prometheus-adapter-figures.md
+"""gen_om.py: the benchmark dataset generator of ../shared/reference/prometheus-adapter-figures.md
 ("Datasets"), so that our benchmarks load exactly the datasets behind the peer's figures.
 
   gen_om.py NAMES PODS OUT [STEP [SPAN [BACK]]]

@@ -20,7 +20,7 @@ GENERATED_END = "<!-- END GENERATED -->"
 MIB = 1024.0
 
 # prometheus-adapter v0.10.0 on a 2-core VM, 2026-11-21:
-# /work/shared/reference/prometheus-adapter-figures.md ("Headline table" and the notes below it).
+# ../shared/reference/prometheus-adapter-figures.md ("Headline table" and the notes below it).
 PEER = {
     "100k": {
         "seconds_to_discovery": 1.27, "series_query_s": 1.02, "series_curl_s": 0.43,
@@ -517,7 +517,7 @@ def render(results):
     # 4. peer comparison
     w("### 4. Side by side with prometheus-adapter v0.10.0")
     w("")
-    w("Peer figures: `/work/shared/reference/prometheus-adapter-figures.md` (measured 2026-11-21 on another 2-core "
+    w("Peer figures: `../shared/reference/prometheus-adapter-figures.md` (measured 2026-11-21 on another 2-core "
       "VM of the same kind, with a real kube-apiserver, 20 requests paced at 2/s, median / p90). Ours: this run, "
       "median / p90 over all rounds (by-selector: median over runs of each run's percentile). **Different machine, "
       "different day, different kube-apiserver (ours is the Python fake, theirs the real one): compare orders of "

@@ -5,7 +5,7 @@
 # and wrk, and hand the raw results to bench/report.py, which writes docs/benchmarks.md.
 #
 # DESIGN: the request shapes, datasets and rule are those behind prometheus-adapter's figures
-# (/work/shared/reference/prometheus-adapter-figures.md) so that the two can sit side by side.
+# (../shared/reference/prometheus-adapter-figures.md) so that the two can sit side by side.
 # Servers are started and stopped with tests/lib/common.sh (one EXIT trap stops them all). Each
 # figure is the median of several runs; raw per-run files stay in bench/.cache/last-run/. Nothing
 # here asserts a timing: a failed measurement is reported as missing, and the script goes on.
