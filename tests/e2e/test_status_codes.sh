@@ -210,14 +210,20 @@ fi
 t_ok "discovery lists DCGM_FI_DEV_GPU_UTIL again" wait_discovery DCGM_FI_DEV_GPU_UTIL
 q0=$(prom_queries)
 for p in "${paths[0]}" "${paths[5]}" "${paths[6]}"; do
-  adapter_fetch "$p$SEL57"
   # A request line over --max-request-header-bytes never reaches the adapter's code: libmicrohttpd
-  # 0.9.75 answers 414 itself with a fixed HTML body that no option replaces (docs/errors.md,
-  # "What libmicrohttpd 0.9.75 answers by itself"). Assert exactly that documented answer, so a change of
-  # library behaviour shows up here.
-  t_eq "default limits, ${p%%\?*} with 57,000 bytes: 414 from the HTTP server" 414 "$R_STATUS"
-  t_ok "default limits, ${p%%\?*}: libmicrohttpd's documented 'Request too big' body" \
-    grep -q '<title>Request too big</title>' <<<"$R_BODY"
+  # 0.9.75 answers 414 itself with a fixed HTML body that no option replaces, or, when the
+  # over-long line has already filled the connection's memory, closes the connection with no
+  # answer (docs/errors.md, "What libmicrohttpd 0.9.75 answers by itself"). Assert exactly those
+  # documented outcomes, so a change of library behaviour shows up here.
+  rm -f "$CMA_TMP/fetch.body"
+  adapter_fetch "$p$SEL57"
+  if [ "$R_STATUS" = 000 ]; then
+    t_pass "default limits, ${p%%\?*} with 57,000 bytes: connection closed by the HTTP server, no answer"
+  else
+    t_eq "default limits, ${p%%\?*} with 57,000 bytes: 414 from the HTTP server" 414 "$R_STATUS"
+    t_ok "default limits, ${p%%\?*}: libmicrohttpd's documented 'Request too big' body" \
+      grep -q '<title>Request too big</title>' <<<"$R_BODY"
+  fi
 done
 t_eq "default limits: no Prometheus query was made" "$q0" "$(prom_queries)"
 t_eq "default limits: no kube-apiserver request carried a selector over the limit" 0 \
