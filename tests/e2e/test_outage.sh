@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_outage.sh: backend failures: (a) Prometheus stopped after discovery gives 503 ServiceUnavailable naming the problem, the last catalog keeps serving across failed relists, and requests recover once Prometheus is back on the same port; (b) a hung backend (tests/lib/slow_backend.py, queries sleep 30 s) with --prometheus-timeout=3s gives 504 Timeout, and while 4 such requests hang, health probes and discovery answer first.
+# test_outage.sh: backend failures: (a) Prometheus stopped after discovery gives 503 ServiceUnavailable naming the problem, the last catalog keeps serving across failed relists, and requests recover once Prometheus is back on the same port; (b) a hung backend (tests/lib/slow_backend.py, queries sleep 30 s) with --prometheus-timeout=3s gives 504 Timeout, and while 4 such requests hang, health probes and discovery answer first; (c) with --max-requests-inflight=2 and two requests hanging, a third gets 429 TooManyRequests Status JSON with Retry-After at once, probes still answer, and requests are handled again once the hanging ones end.
 # asan: yes
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
@@ -154,6 +154,47 @@ if PROM_URL=$SLOW_URL start_adapter "$CMA_TMP/slow.yaml" --prometheus-timeout=3s
   t_eq "(b) adapter exits 0 on SIGTERM with the backend still hanging" 0 "$?"
 else
   t_fail "start_adapter against the slow backend"
+fi
+
+# (c) Every handler busy: with --max-requests-inflight=2 and two requests hanging in the backend,
+# a third metric request is refused at once with kube-apiserver's 429 (Status JSON, Retry-After),
+# while probes still answer; once the hanging ones time out, requests are served again.
+if PROM_URL=$SLOW_URL start_adapter "$CMA_TMP/slow.yaml" --prometheus-timeout=4s --max-requests-inflight=2; then
+  t_ok "busy: discovery works" wait_discovery DCGM_FI_DEV_GPU_UTIL
+  started_before=$(in_flight started)
+  busy_pids=()
+  for i in 1 2; do
+    curl -s --max-time 60 --cacert "$ADAPTER_CA" -o /dev/null \
+      "$ADAPTER_URL$G/v1beta1/namespaces/ml/pods/bert-$i/DCGM_FI_DEV_GPU_UTIL" &
+    busy_pids+=($!)
+  done
+  deadline=$((SECONDS + 30))
+  while [ "$(in_flight started)" -lt $((started_before + 2)) ] && [ "$SECONDS" -lt "$deadline" ]; do
+    sleep 0.05
+  done
+  t_eq "busy: two queries hang in the backend" $((started_before + 2)) "$(in_flight started)"
+  t0=$(date +%s%N)
+  adapter_fetch "$BERT"
+  t1=$(date +%s%N)
+  t_eq "busy: a third request gets 429" 429 "$R_STATUS"
+  t_eq "busy: Content-Type" application/json "$R_CTYPE"
+  t_json "busy: Status TooManyRequests, code equal to the HTTP status" "$R_BODY" \
+    '"\(.kind) \(.code) \(.reason) \(.details.retryAfterSeconds)"' "Status 429 TooManyRequests 1"
+  t_eq "busy: Retry-After header" 1 "$(sed -n 's/^[Rr]etry-[Aa]fter: *\([0-9]*\).*/\1/p' "$CMA_TMP/fetch.headers")"
+  t_ok "busy: refused at once, not after the backend timeout ($(((t1 - t0) / 1000000)) ms)" \
+    test $(((t1 - t0) / 1000000)) -lt 3000
+  t_eq "busy: the refused request never reached the backend" $((started_before + 2)) "$(in_flight started)"
+  t_ok "busy: /healthz answers meanwhile" wait_status /healthz 200 5
+  for p in "${busy_pids[@]}"; do
+    wait "$p"
+  done
+  adapter_fetch "$BERT"
+  t_eq "busy: once the hanging requests ended (504), the next one is handled again (504 from the hung backend, not 429)" \
+    504 "$R_STATUS"
+  stop_adapter
+  t_eq "(c) adapter exits 0 on SIGTERM" 0 "$?"
+else
+  t_fail "start_adapter with --max-requests-inflight=2"
 fi
 
 t_summary
