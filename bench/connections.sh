@@ -10,6 +10,9 @@
 # Usage: bench/connections.sh            (needs a built adapter: scripts/setup.sh, or CMA_BIN=...)
 # Knobs: RUNS (5), COUNT (1000), HEADER_BYTES ("16384 8192 4096"), REQUEST_PATH
 #        (/apis/custom.metrics.k8s.io/v1beta1), CMA_BIN (build/custom-metrics-adapter).
+#        MASSIF=1: run the adapter under valgrind's massif and, while the connections are held, take
+#        a heap snapshot (vgdb detailed_snapshot) and print where the heap bytes per connection go
+#        (bench/massif_split.py); VmRSS figures under valgrind are not comparable, read only the split.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=tests/lib/common.sh
@@ -19,6 +22,9 @@ RUNS=${RUNS:-5}
 COUNT=${COUNT:-1000}
 HEADER_BYTES=${HEADER_BYTES:-16384 8192 4096}
 REQUEST_PATH=${REQUEST_PATH:-/apis/custom.metrics.k8s.io/v1beta1}
+if [ "${MASSIF:-0}" = 1 ]; then
+  export CMA_WRAPPER="valgrind --tool=massif --vgdb=yes --massif-out-file=/dev/null"
+fi
 ulimit -n $((COUNT * 2 + 1024)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 bin=$(cma_adapter_bin)
 [ -x "$bin" ] || {
@@ -47,7 +53,7 @@ median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-rows=()
+rows=() splits=()
 for hb in $HEADER_BYTES; do
   rest=() held=() anon=() threads=() perconn=()
   for run in $(seq 1 "$RUNS"); do
@@ -58,6 +64,7 @@ for hb in $HEADER_BYTES; do
     fi
     sleep 2
     r0=$(kb "$ADAPTER_PID" VmRSS)
+    [ "${MASSIF:-0}" = 1 ] && vgdb --pid="$ADAPTER_PID" detailed_snapshot "$CMA_TMP/massif-rest.$hb.$run" >/dev/null 2>&1
     ready="$CMA_TMP/ready.$hb.$run"
     python3 tests/lib/slowloris.py --port "${ADAPTER_URL##*:}" --sources "127.0.0.2-127.0.0.$last_source" \
       --per-source 100 --max-seconds 300 keepalive --count "$COUNT" --path "$REQUEST_PATH" --hold 60 \
@@ -79,6 +86,11 @@ for hb in $HEADER_BYTES; do
       sleep 0.5
     done
     a1=$(kb "$ADAPTER_PID" RssAnon)
+    if [ "${MASSIF:-0}" = 1 ]; then
+      snap="$CMA_TMP/massif.$hb.$run"
+      vgdb --pid="$ADAPTER_PID" detailed_snapshot "$snap" >/dev/null 2>&1
+      splits+=("--max-request-header-bytes=$hb, run $run:"$'\n'"$(python3 bench/massif_split.py "$CMA_TMP/massif-rest.$hb.$run" "$snap" "$COUNT")")
+    fi
     t1=$(kb "$ADAPTER_PID" Threads)
     kill "$client" 2>/dev/null
     wait "$client" 2>/dev/null
@@ -96,3 +108,8 @@ echo
 echo "| \`--max-request-header-bytes\` | VmRSS at rest (MiB) | VmRSS with $COUNT keep-alive TLS connections (MiB) | of which anonymous (MiB) | bytes per connection | threads |"
 echo "| --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
+if [ "${MASSIF:-0}" = 1 ]; then
+  echo
+  echo "Heap per connection (massif snapshot while the $COUNT connections were held; VmRSS above is valgrind's):"
+  printf '%s\n' "${splits[@]}"
+fi
