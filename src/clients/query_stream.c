@@ -23,7 +23,6 @@
 #include "cma/prom.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,12 +31,11 @@
 
 #include "cma/buf.h"
 #include "internal.h"
+#include "prom_envelope.h"
 
 #define ITEM_MAX_BYTES ((size_t)1 << 20)
 #define ITEM_MAX_LABELS 1000
 #define SKIP_MAX_DEPTH 64
-#define FEED_SLICE ((size_t)64 << 10)
-#define MAX_BYTES_WITHOUT_EVENT ((size_t)2 << 20)
 #define BAD_JSON "unexpected JSON from prometheus: "
 #define BUDGET_FLAG "--prometheus-max-bytes-in-flight"
 
@@ -64,7 +62,7 @@ struct point {
 };
 
 struct cma_query_parser {
-    yajl_handle yajl;
+    struct cma_prom_envelope env; /* yajl, status/errorType/error, the first failure */
     cma_sample_keep_fn keep;
     void *keep_ctx;
     struct cma_prom_budget *budget;
@@ -99,34 +97,7 @@ struct cma_query_parser {
     struct cma_sample *samples;
     size_t n_samples, cap_samples;
     size_t seen;
-    /* top-level strings, bounded copies */
-    bool have_status, status_bad;
-    char status[32];
-    char error_type[64];
-    char error[400];
-    /* failure and input accounting */
-    struct cma_err err;
-    bool failed;
-    bool finished;
-    bool event_seen;
-    size_t bytes_fed;
-    size_t bytes_without_event;
 };
-
-static int fail(struct cma_query_parser *qp, enum cma_errc code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(struct cma_query_parser *qp, enum cma_errc code, const char *fmt, ...)
-{
-    if (!qp->failed) {
-        va_list ap;
-        va_start(ap, fmt);
-        cma_err_vset(&qp->err, code, fmt, ap);
-        va_end(ap);
-        qp->failed = true;
-    }
-    return 0;
-}
 
 /* ---- the budget -------------------------------------------------------------------------- */
 
@@ -136,20 +107,22 @@ static bool charge(struct cma_query_parser *qp, size_t n, bool kept)
     struct cma_prom_budget *b = qp->budget;
     size_t mine = qp->charged_kept + qp->charged_scratch;
     if (b && b->max && (n > b->max || mine > b->max - n)) {
-        fail(qp, CMA_ERR_TOO_LARGE,
-             "the series this request needs from the prometheus answer take over %zu bytes "
-             "(" BUDGET_FLAG "); narrow the query or the selector, or raise the flag",
-             b->max);
+        cma_prom_envelope_fail(
+            &qp->env, CMA_ERR_TOO_LARGE,
+            "the series this request needs from the prometheus answer take over %zu bytes "
+            "(" BUDGET_FLAG "); narrow the query or the selector, or raise the flag",
+            b->max);
         return false;
     }
     if (b) {
         size_t used = atomic_load(&b->used);
         do {
             if (b->max && (used > b->max || n > b->max - used)) {
-                fail(qp, CMA_ERR_TOO_MANY_REQUESTS,
-                     "prometheus answers being decoded hold %zu of %zu bytes (" BUDGET_FLAG
-                     "); this one needs %zu more: retry shortly",
-                     used, b->max, n);
+                cma_prom_envelope_fail(
+                    &qp->env, CMA_ERR_TOO_MANY_REQUESTS,
+                    "prometheus answers being decoded hold %zu of %zu bytes (" BUDGET_FLAG
+                    "); this one needs %zu more: retry shortly",
+                    used, b->max, n);
                 return false;
             }
         } while (!atomic_compare_exchange_weak(&b->used, &used, used + n));
@@ -227,8 +200,9 @@ static int fail_point(struct cma_query_parser *qp)
 {
     char where[80];
     point_where(qp, where, sizeof(where));
-    return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "%s is not a [time, \"%s\"] pair", where,
-                qp->pt.string ? "string" : "value");
+    return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "%s is not a [time, \"%s\"] pair", where,
+                                  qp->pt.string ? "string" : "value");
 }
 
 static int point_number(struct cma_query_parser *qp, const char *s, size_t len)
@@ -239,7 +213,8 @@ static int point_number(struct cma_query_parser *qp, const char *s, size_t len)
         return 1;
     char where[80];
     point_where(qp, where, sizeof(where));
-    return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "%s has a timestamp out of range", where);
+    return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "%s has a timestamp out of range", where);
 }
 
 static int point_string(struct cma_query_parser *qp, const unsigned char *s, size_t len)
@@ -256,9 +231,9 @@ static int point_string(struct cma_query_parser *qp, const unsigned char *s, siz
     }
     char where[80];
     point_where(qp, where, sizeof(where));
-    return fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                BAD_JSON "%s has value \"%.*s\", which is not a number", where,
-                (int)(len > 64 ? 64 : len), (const char *)s);
+    return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "%s has value \"%.*s\", which is not a number", where,
+                                  (int)(len > 64 ? 64 : len), (const char *)s);
 }
 
 static void point_start(struct cma_query_parser *qp, enum point_of of)
@@ -280,7 +255,7 @@ static bool grow_samples(struct cma_query_parser *qp)
         return false;
     struct cma_sample *grown = realloc(qp->samples, cap * sizeof(*grown));
     if (!grown) {
-        fail(qp, CMA_ERR_NOMEM, "out of memory");
+        cma_prom_envelope_fail(&qp->env, CMA_ERR_NOMEM, "out of memory");
         return false;
     }
     qp->samples = grown;
@@ -307,8 +282,9 @@ static bool sorted_views(struct cma_query_parser *qp)
         qsort(qp->views, qp->n_entries, sizeof(*qp->views), view_cmp);
     for (size_t i = 1; i < qp->n_entries; i++)
         if (strcmp(qp->views[i - 1].name, qp->views[i].name) == 0) {
-            fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data.result[%zu].metric.%.64s is repeated",
-                 qp->index, qp->views[i].name);
+            cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                   BAD_JSON "data.result[%zu].metric.%.64s is repeated", qp->index,
+                                   qp->views[i].name);
             return false;
         }
     return true;
@@ -339,7 +315,7 @@ static int store_series(struct cma_query_parser *qp)
     if (qp->n_entries > 0) {
         labels = bytes ? malloc(bytes) : NULL; /* bytes > 0: each label takes at least 18 */
         if (!labels)
-            return fail(qp, CMA_ERR_NOMEM, "out of memory");
+            return cma_prom_envelope_fail(&qp->env, CMA_ERR_NOMEM, "out of memory");
         copy_labels(qp, labels);
     }
     struct cma_sample *s = &qp->samples[qp->n_samples++];
@@ -377,22 +353,24 @@ static int check_item_point(struct cma_query_parser *qp)
     bool has_values = qp->seen_item & (1u << IK_VALUES);
     bool matrix = qp->have_type && qp->type == CMA_PROM_MATRIX;
     if (matrix && !has_values)
-        return fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                    BAD_JSON "data.result[%zu].values is not an array%s", qp->index,
-                    histogram_note(qp));
+        return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data.result[%zu].values is not an array%s",
+                                      qp->index, histogram_note(qp));
     if (!matrix && !has_value && (qp->have_type || !has_values))
-        return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data.result[%zu].value is missing%s",
-                    qp->index, histogram_note(qp));
+        return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data.result[%zu].value is missing%s", qp->index,
+                                      histogram_note(qp));
     if (!qp->have_type && has_value && has_values)
-        return fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                    BAD_JSON "data.result[%zu] has both value and values", qp->index);
+        return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data.result[%zu] has both value and values",
+                                      qp->index);
     if (!qp->have_type && !has_value && !qp->missing_value_at)
         qp->missing_value_at = qp->index + 1;
     if (!qp->have_type && !has_values && !qp->missing_values_at)
         qp->missing_values_at = qp->index + 1;
     if (has_values && qp->n_points == 0 && (matrix || !qp->have_type))
-        return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data.result[%zu].values is empty",
-                    qp->index);
+        return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data.result[%zu].values is empty", qp->index);
     return 1;
 }
 
@@ -401,8 +379,8 @@ static int end_item(struct cma_query_parser *qp)
 {
     qp->seen++;
     if (!(qp->seen_item & (1u << IK_METRIC)))
-        return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data.result[%zu] has no metric",
-                    qp->index);
+        return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data.result[%zu] has no metric", qp->index);
     if (!check_item_point(qp) || !sorted_views(qp))
         return 0;
     int ok = 1;
@@ -437,7 +415,7 @@ static bool grow_entries(struct cma_query_parser *qp)
     if (v)
         qp->views = v;
     if (!e || !v) {
-        fail(qp, CMA_ERR_NOMEM, "out of memory");
+        cma_prom_envelope_fail(&qp->env, CMA_ERR_NOMEM, "out of memory");
         return false;
     }
     qp->cap_entries = cap;
@@ -447,9 +425,10 @@ static bool grow_entries(struct cma_query_parser *qp)
 static int scratch_fail(struct cma_query_parser *qp, enum cma_errc rc)
 {
     if (rc == CMA_ERR_NOMEM)
-        return fail(qp, CMA_ERR_NOMEM, "out of memory");
-    return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data.result[%zu] is over %zu bytes",
-                qp->index, ITEM_MAX_BYTES);
+        return cma_prom_envelope_fail(&qp->env, CMA_ERR_NOMEM, "out of memory");
+    return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "data.result[%zu] is over %zu bytes", qp->index,
+                                  ITEM_MAX_BYTES);
 }
 
 /* Appends s and a NUL to the scratch; returns the offset or SIZE_MAX (decoder failed). */
@@ -469,11 +448,13 @@ static size_t scratch_add(struct cma_query_parser *qp, const unsigned char *s, s
 static int metric_key(struct cma_query_parser *qp, const unsigned char *s, size_t len)
 {
     if (qp->n_entries >= ITEM_MAX_LABELS)
-        return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data.result[%zu] has over %d labels",
-                    qp->index, ITEM_MAX_LABELS);
+        return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data.result[%zu] has over %d labels", qp->index,
+                                      ITEM_MAX_LABELS);
     if (memchr(s, '\0', len))
-        return fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                    BAD_JSON "data.result[%zu] has a label name with a NUL byte", qp->index);
+        return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data.result[%zu] has a label name with a NUL byte",
+                                      qp->index);
     if (!grow_entries(qp))
         return 0;
     size_t off = scratch_add(qp, s, len);
@@ -486,8 +467,9 @@ static int metric_key(struct cma_query_parser *qp, const unsigned char *s, size_
 static int metric_value(struct cma_query_parser *qp, const unsigned char *s, size_t len)
 {
     if (memchr(s, '\0', len))
-        return fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                    BAD_JSON "data.result[%zu] has a label value with a NUL byte", qp->index);
+        return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data.result[%zu] has a label value with a NUL byte",
+                                      qp->index);
     size_t off = scratch_add(qp, s, len);
     if (off == SIZE_MAX)
         return 0;
@@ -500,9 +482,9 @@ static int metric_value(struct cma_query_parser *qp, const unsigned char *s, siz
 static int fail_metric_not_string(struct cma_query_parser *qp)
 {
     const struct entry *e = &qp->entries[qp->n_entries - 1];
-    return fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                BAD_JSON "data.result[%zu].metric.%.*s is not a string", qp->index,
-                (int)(e->name_len > 64 ? 64 : e->name_len), qp->scratch.ptr + e->name_off);
+    return cma_prom_envelope_fail(
+        &qp->env, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data.result[%zu].metric.%.*s is not a string",
+        qp->index, (int)(e->name_len > 64 ? 64 : e->name_len), qp->scratch.ptr + e->name_off);
 }
 
 /* ---- keys and top-level values ---------------------------------------------------------- */
@@ -510,10 +492,11 @@ static int fail_metric_not_string(struct cma_query_parser *qp)
 static int fail_result_shape(struct cma_query_parser *qp)
 {
     if (qp->have_type && (qp->type == CMA_PROM_SCALAR || qp->type == CMA_PROM_STRING))
-        return fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                    BAD_JSON "data.result is not a [time, \"%s\"] pair",
-                    qp->type == CMA_PROM_STRING ? "string" : "value");
-    return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data.result is not an array");
+        return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data.result is not a [time, \"%s\"] pair",
+                                      qp->type == CMA_PROM_STRING ? "string" : "value");
+    return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "data.result is not an array");
 }
 
 static void set_result_type(struct cma_query_parser *qp, const unsigned char *s, size_t len)
@@ -531,28 +514,19 @@ static void set_result_type(struct cma_query_parser *qp, const unsigned char *s,
             qp->have_type = true;
             return;
         }
-    fail(qp, CMA_ERR_BACKEND_RESPONSE,
-         BAD_JSON "data.resultType \"%.*s\" is not vector, scalar, matrix or string",
-         (int)(len > 64 ? 64 : len), (const char *)s);
+    cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                           BAD_JSON
+                           "data.resultType \"%.*s\" is not vector, scalar, matrix or string",
+                           (int)(len > 64 ? 64 : len), (const char *)s);
 }
 
 /* status, errorType or error: a bounded copy. */
 static int root_string(struct cma_query_parser *qp, const unsigned char *s, size_t len)
 {
-    char *dst = qp->error;
-    size_t cap = sizeof(qp->error);
-    if (qp->root_key == RK_STATUS) {
-        dst = qp->status;
-        cap = sizeof(qp->status);
-        qp->have_status = true;
-    } else if (qp->root_key == RK_ERROR_TYPE) {
-        dst = qp->error_type;
-        cap = sizeof(qp->error_type);
-    }
-    if (len >= cap)
-        len = cap - 1;
-    memcpy(dst, s, len);
-    dst[len] = '\0';
+    const char *key = qp->root_key == RK_STATUS       ? "status"
+                      : qp->root_key == RK_ERROR_TYPE ? "errorType"
+                                                      : "error";
+    cma_prom_envelope_string(&qp->env, key, s, len);
     return 1;
 }
 
@@ -574,13 +548,14 @@ static int begin_in_root(struct cma_query_parser *qp, enum kind k, const unsigne
     switch (qp->root_key) {
     case RK_DATA:
         if (k != K_MAP)
-            return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data is not an object");
+            return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "data is not an object");
         qp->have_data = true;
         qp->where = W_DATA;
         return 1;
     case RK_STATUS:
         if (k != K_STRING) {
-            qp->status_bad = true;
+            qp->env.status_bad = true;
             return skip(qp, k);
         }
         return root_string(qp, s, len);
@@ -595,8 +570,8 @@ static int begin_in_root(struct cma_query_parser *qp, enum kind k, const unsigne
 
 static int fail_not_object(struct cma_query_parser *qp)
 {
-    return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data.result[%zu] is not an object",
-                qp->index);
+    return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "data.result[%zu] is not an object", qp->index);
 }
 
 static bool type_is_point(const struct cma_query_parser *qp)
@@ -609,10 +584,10 @@ static int begin_in_data(struct cma_query_parser *qp, enum kind k, const unsigne
 {
     if (qp->data_key == DK_RESULT_TYPE) {
         if (k != K_STRING)
-            return fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                        BAD_JSON "data.resultType is missing or not a string");
+            return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "data.resultType is missing or not a string");
         set_result_type(qp, s, len);
-        return qp->failed ? 0 : 1;
+        return qp->env.failed ? 0 : 1;
     }
     if (qp->data_key == DK_OTHER)
         return skip(qp, k);
@@ -652,25 +627,27 @@ static int begin_in_item(struct cma_query_parser *qp, enum kind k)
     switch (qp->item_key) {
     case IK_METRIC:
         if (k != K_MAP)
-            return fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                        BAD_JSON "data.result[%zu].metric is not an object", qp->index);
+            return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "data.result[%zu].metric is not an object",
+                                          qp->index);
         qp->where = W_METRIC;
         return 1;
     case IK_VALUE:
         if (matrix)
             return skip(qp, k);
         if (k != K_ARRAY)
-            return fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                        BAD_JSON "data.result[%zu].value is not a [time, \"value\"] pair",
-                        qp->index);
+            return cma_prom_envelope_fail(
+                &qp->env, CMA_ERR_BACKEND_RESPONSE,
+                BAD_JSON "data.result[%zu].value is not a [time, \"value\"] pair", qp->index);
         point_start(qp, PT_VALUE);
         return 1;
     case IK_VALUES:
         if (vector)
             return skip(qp, k);
         if (k != K_ARRAY)
-            return fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                        BAD_JSON "data.result[%zu].values is not an array", qp->index);
+            return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "data.result[%zu].values is not an array",
+                                          qp->index);
         qp->where = W_VALUES;
         return 1;
     case IK_HISTOGRAM:
@@ -683,17 +660,18 @@ static int begin_in_item(struct cma_query_parser *qp, enum kind k)
 /* A value begins (scalar or container); s/len hold a scalar's text. */
 static int begin_value(struct cma_query_parser *qp, enum kind k, const unsigned char *s, size_t len)
 {
-    qp->event_seen = true;
+    qp->env.event_seen = true;
     if (qp->skip_depth > 0) {
         if ((k == K_MAP || k == K_ARRAY) && ++qp->skip_depth > SKIP_MAX_DEPTH)
-            return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "values nested over %d deep",
-                        SKIP_MAX_DEPTH);
+            return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "values nested over %d deep", SKIP_MAX_DEPTH);
         return 1;
     }
     switch (qp->where) {
     case W_TOP:
         if (k != K_MAP)
-            return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "the answer is not an object");
+            return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "the answer is not an object");
         qp->where = W_ROOT;
         return 1;
     case W_ROOT:
@@ -708,9 +686,10 @@ static int begin_value(struct cma_query_parser *qp, enum kind k, const unsigned 
         return k == K_STRING ? metric_value(qp, s, len) : fail_metric_not_string(qp);
     case W_VALUES:
         if (k != K_ARRAY)
-            return fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                        BAD_JSON "data.result[%zu].values[%zu] is not a [time, \"value\"] pair",
-                        qp->index, qp->n_points);
+            return cma_prom_envelope_fail(
+                &qp->env, CMA_ERR_BACKEND_RESPONSE,
+                BAD_JSON "data.result[%zu].values[%zu] is not a [time, \"value\"] pair", qp->index,
+                qp->n_points);
         point_start(qp, PT_VALUES);
         return 1;
     case W_POINT:
@@ -720,7 +699,8 @@ static int begin_value(struct cma_query_parser *qp, enum kind k, const unsigned 
     case W_END:
         break;
     }
-    return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "a value after the end of the answer");
+    return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "a value after the end of the answer");
 }
 
 /* Marks key bit `bit` in *seen; fails on a repeat. */
@@ -730,8 +710,9 @@ static int mark_key(struct cma_query_parser *qp, unsigned *seen, unsigned bit, c
     if (bit == 0)
         return 1;
     if (*seen & bit)
-        return fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "duplicate key \"%.*s\" in %s", (int)len,
-                    (const char *)s, where);
+        return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "duplicate key \"%.*s\" in %s", (int)len,
+                                      (const char *)s, where);
     *seen |= bit;
     return 1;
 }
@@ -744,7 +725,7 @@ static bool key_is(const unsigned char *s, size_t len, const char *name)
 static int on_map_key(void *ctx, const unsigned char *s, size_t len)
 {
     struct cma_query_parser *qp = ctx;
-    qp->event_seen = true;
+    qp->env.event_seen = true;
     if (qp->skip_depth > 0)
         return 1;
     switch (qp->where) {
@@ -804,7 +785,7 @@ static int end_point(struct cma_query_parser *qp)
 static int on_end_map(void *ctx)
 {
     struct cma_query_parser *qp = ctx;
-    qp->event_seen = true;
+    qp->env.event_seen = true;
     if (qp->skip_depth > 0) {
         qp->skip_depth--;
         return 1;
@@ -828,7 +809,7 @@ static int on_end_map(void *ctx)
 static int on_end_array(void *ctx)
 {
     struct cma_query_parser *qp = ctx;
-    qp->event_seen = true;
+    qp->env.event_seen = true;
     if (qp->skip_depth > 0) {
         qp->skip_depth--;
         return 1;
@@ -900,8 +881,7 @@ enum cma_errc cma_query_parser_new(cma_sample_keep_fn keep, void *keep_ctx,
     qp->keep_ctx = keep_ctx;
     qp->budget = budget;
     cma_buf_init(&qp->scratch, ITEM_MAX_BYTES);
-    qp->yajl = yajl_alloc(&callbacks, NULL, qp);
-    if (!qp->yajl) {
+    if (cma_prom_envelope_init(&qp->env, &callbacks, qp, "query decoder", BAD_JSON) != CMA_OK) {
         free(qp);
         return CMA_ERR_NOMEM;
     }
@@ -936,8 +916,7 @@ void cma_query_parser_free(struct cma_query_parser *qp)
 {
     if (!qp)
         return;
-    if (qp->yajl)
-        yajl_free(qp->yajl);
+    cma_prom_envelope_done(&qp->env);
     free_kept(qp);
     free_scratch(qp);
     free(qp);
@@ -948,69 +927,10 @@ size_t cma_query_parser_seen(const struct cma_query_parser *qp)
     return qp ? qp->seen : 0;
 }
 
-static enum cma_errc stored_error(const struct cma_query_parser *qp, struct cma_err *reterr)
-{
-    cma_err_copy(reterr, &qp->err);
-    return qp->err.code;
-}
-
-/* Records yajl's own message (without its multi-line context dump). */
-static enum cma_errc yajl_failure(struct cma_query_parser *qp, const unsigned char *chunk,
-                                  size_t len, struct cma_err *reterr)
-{
-    unsigned char *msg = yajl_get_error(qp->yajl, 0, chunk, len);
-    size_t at = qp->bytes_fed + (chunk ? yajl_get_bytes_consumed(qp->yajl) : 0);
-    char text[160];
-    cma_clients_snippet(msg ? (const char *)msg : "parse error", msg ? strlen((char *)msg) : 11,
-                        sizeof(text) - 1, text, sizeof(text));
-    if (msg)
-        yajl_free_error(qp->yajl, msg);
-    fail(qp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "%s (near byte %zu)", text, at);
-    return stored_error(qp, reterr);
-}
-
 enum cma_errc cma_query_parser_feed(struct cma_query_parser *qp, const char *data, size_t len,
                                     struct cma_err *reterr)
 {
-    if (qp->failed)
-        return stored_error(qp, reterr);
-    if (qp->finished)
-        return cma_err_set(reterr, CMA_ERR_INTERNAL, "query decoder fed after finish");
-    const unsigned char *p = (const unsigned char *)data;
-    while (len > 0) {
-        size_t n = len < FEED_SLICE ? len : FEED_SLICE;
-        qp->event_seen = false;
-        yajl_status st = yajl_parse(qp->yajl, p, n);
-        if (st == yajl_status_client_canceled || qp->failed)
-            return stored_error(qp, reterr);
-        if (st != yajl_status_ok)
-            return yajl_failure(qp, p, n, reterr);
-        qp->bytes_fed += n;
-        qp->bytes_without_event = qp->event_seen ? 0 : qp->bytes_without_event + n;
-        if (qp->bytes_without_event > MAX_BYTES_WITHOUT_EVENT) {
-            fail(qp, CMA_ERR_BACKEND_RESPONSE,
-                 BAD_JSON "no JSON value ends within %zu bytes (near byte %zu)",
-                 MAX_BYTES_WITHOUT_EVENT, qp->bytes_fed);
-            return stored_error(qp, reterr);
-        }
-        p += n;
-        len -= n;
-    }
-    return CMA_OK;
-}
-
-static enum cma_errc status_error(const struct cma_query_parser *qp, struct cma_err *reterr)
-{
-    enum cma_errc code = CMA_ERR_BACKEND_ERROR;
-    if (strcmp(qp->error_type, "timeout") == 0)
-        code = CMA_ERR_BACKEND_TIMEOUT;
-    else if (strcmp(qp->error_type, "unavailable") == 0)
-        code = CMA_ERR_BACKEND_UNAVAILABLE;
-    if (qp->error_type[0] && qp->error[0])
-        return cma_err_set(reterr, code, "%s: %s", qp->error_type, qp->error);
-    if (qp->error[0] || qp->error_type[0])
-        return cma_err_set(reterr, code, "%s", qp->error[0] ? qp->error : qp->error_type);
-    return cma_err_set(reterr, code, "prometheus answered status \"error\" without a message");
+    return cma_prom_envelope_feed(&qp->env, data, len, reterr);
 }
 
 /* data.result against data.resultType once both are known (they may come in either order). */
@@ -1041,14 +961,9 @@ static enum cma_errc check_shape(const struct cma_query_parser *qp, struct cma_e
 /* The verdict once the whole answer was read. */
 static enum cma_errc judge(const struct cma_query_parser *qp, struct cma_err *reterr)
 {
-    if (!qp->have_status || qp->status_bad)
-        return cma_err_set(reterr, CMA_ERR_BACKEND_RESPONSE,
-                           BAD_JSON "status is missing or not a string");
-    if (strcmp(qp->status, "error") == 0)
-        return status_error(qp, reterr);
-    if (strcmp(qp->status, "success") != 0)
-        return cma_err_set(reterr, CMA_ERR_BACKEND_RESPONSE,
-                           BAD_JSON "status \"%s\" is neither success nor error", qp->status);
+    enum cma_errc rc = cma_prom_envelope_judge(&qp->env, reterr);
+    if (rc != CMA_OK)
+        return rc;
     if (!qp->have_data)
         return cma_err_set(reterr, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data is missing");
     if (!qp->have_type)
@@ -1084,18 +999,11 @@ static enum cma_errc take_result(struct cma_query_parser *qp, struct cma_prom_re
 enum cma_errc cma_query_parser_finish(struct cma_query_parser *qp, struct cma_prom_result **ret,
                                       struct cma_err *reterr)
 {
-    if (qp->failed)
-        return stored_error(qp, reterr);
-    if (qp->finished)
-        return cma_err_set(reterr, CMA_ERR_INTERNAL, "query decoder finished twice");
-    qp->finished = true;
-    yajl_status st = yajl_complete_parse(qp->yajl);
-    if (st == yajl_status_client_canceled || qp->failed)
-        return stored_error(qp, reterr);
-    if (st != yajl_status_ok)
-        return yajl_failure(qp, NULL, 0, reterr);
+    enum cma_errc rc = cma_prom_envelope_complete(&qp->env, reterr);
+    if (rc != CMA_OK)
+        return rc;
     free_scratch(qp);
-    enum cma_errc rc = judge(qp, reterr);
+    rc = judge(qp, reterr);
     if (rc != CMA_OK)
         return rc;
     return take_result(qp, ret, reterr);

@@ -14,7 +14,6 @@
  * slices and 2 MiB without a single JSON event is an error. A parser is used by one thread. */
 #include "cma/prom.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +23,11 @@
 #include "cma/buf.h"
 #include "cma/str.h"
 #include "internal.h"
+#include "prom_envelope.h"
 
 #define SERIES_MAX_BYTES ((size_t)1 << 20)
 #define SERIES_MAX_LABELS 1000
 #define SKIP_MAX_DEPTH 64
-#define FEED_SLICE ((size_t)64 << 10)
-#define MAX_BYTES_WITHOUT_EVENT ((size_t)2 << 20)
 #define BAD_JSON "unexpected JSON from prometheus /api/v1/series: "
 
 enum where { W_TOP, W_ROOT, W_DATA, W_SERIES, W_END };
@@ -41,7 +39,7 @@ struct entry {
 };
 
 struct cma_series_parser {
-    yajl_handle yajl;
+    struct cma_prom_envelope env; /* yajl, status/errorType/error, the first failure */
     cma_series_fn fn;
     void *ctx;
     enum where where;
@@ -56,34 +54,7 @@ struct cma_series_parser {
     size_t index; /* position of the current object in data[] */
     size_t count;
     size_t skipped;
-    /* top-level strings, bounded copies */
-    bool have_status;
-    char status[32];
-    char error_type[64];
-    char error[400];
-    /* failure and input accounting */
-    struct cma_err err;
-    bool failed;
-    bool finished;
-    bool event_seen;
-    size_t bytes_fed;
-    size_t bytes_without_event;
 };
-
-static int fail(struct cma_series_parser *sp, enum cma_errc code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(struct cma_series_parser *sp, enum cma_errc code, const char *fmt, ...)
-{
-    if (!sp->failed) {
-        va_list ap;
-        va_start(ap, fmt);
-        cma_err_vset(&sp->err, code, fmt, ap);
-        va_end(ap);
-        sp->failed = true;
-    }
-    return 0;
-}
 
 static int fail_not_string(struct cma_series_parser *sp)
 {
@@ -94,54 +65,53 @@ static int fail_not_string(struct cma_series_parser *sp)
         name = sp->scratch.ptr + e->name_off;
         len = e->name_len > 64 ? 64 : e->name_len;
     }
-    return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data[%zu].%.*s is not a string", sp->index,
-                (int)len, name);
+    return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "data[%zu].%.*s is not a string", sp->index, (int)len,
+                                  name);
 }
 
 static int fail_scratch(struct cma_series_parser *sp, enum cma_errc rc)
 {
     if (rc == CMA_ERR_NOMEM)
-        return fail(sp, CMA_ERR_NOMEM, "out of memory");
-    return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data[%zu] is over %zu bytes", sp->index,
-                SERIES_MAX_BYTES);
-}
-
-static void copy_bounded(char *dst, size_t dst_len, const unsigned char *s, size_t len)
-{
-    if (len >= dst_len)
-        len = dst_len - 1;
-    memcpy(dst, s, len);
-    dst[len] = '\0';
+        return cma_prom_envelope_fail(&sp->env, CMA_ERR_NOMEM, "out of memory");
+    return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "data[%zu] is over %zu bytes", sp->index,
+                                  SERIES_MAX_BYTES);
 }
 
 /* A scalar (null, bool, number) anywhere. */
 static int on_scalar(struct cma_series_parser *sp, bool is_null)
 {
-    sp->event_seen = true;
+    sp->env.event_seen = true;
     if (sp->skip_depth > 0)
         return 1;
     switch (sp->where) {
     case W_TOP:
-        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "the answer is not an object");
+        return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "the answer is not an object");
     case W_ROOT:
         if (sp->key == K_DATA) {
             if (is_null) {
                 sp->data = D_NULL;
                 return 1;
             }
-            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data is not an array");
+            return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "data is not an array");
         }
         if (sp->key == K_STATUS)
-            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "status is not a string");
+            return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "status is not a string");
         return 1;
     case W_DATA:
-        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data[%zu] is not an object", sp->index);
+        return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data[%zu] is not an object", sp->index);
     case W_SERIES:
         return fail_not_string(sp);
     case W_END:
         break;
     }
-    return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "a value after the end of the answer");
+    return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "a value after the end of the answer");
 }
 
 static int on_null(void *ctx)
@@ -165,32 +135,33 @@ static int on_number(void *ctx, const char *s, size_t len)
 static int on_string(void *ctx, const unsigned char *s, size_t len)
 {
     struct cma_series_parser *sp = ctx;
-    sp->event_seen = true;
+    sp->env.event_seen = true;
     if (sp->skip_depth > 0)
         return 1;
     switch (sp->where) {
     case W_ROOT:
         switch (sp->key) {
         case K_STATUS:
-            copy_bounded(sp->status, sizeof(sp->status), s, len);
-            sp->have_status = true;
+            cma_prom_envelope_string(&sp->env, "status", s, len);
             return 1;
         case K_ERROR_TYPE:
-            copy_bounded(sp->error_type, sizeof(sp->error_type), s, len);
+            cma_prom_envelope_string(&sp->env, "errorType", s, len);
             return 1;
         case K_ERROR:
-            copy_bounded(sp->error, sizeof(sp->error), s, len);
+            cma_prom_envelope_string(&sp->env, "error", s, len);
             return 1;
         case K_DATA:
-            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data is not an array");
+            return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "data is not an array");
         case K_OTHER:
             return 1;
         }
         return 1;
     case W_SERIES: {
         if (memchr(s, '\0', len))
-            return fail(sp, CMA_ERR_BACKEND_RESPONSE,
-                        BAD_JSON "data[%zu] has a label value with a NUL byte", sp->index);
+            return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "data[%zu] has a label value with a NUL byte",
+                                          sp->index);
         struct entry *e = &sp->entries[sp->n_entries - 1];
         e->value_off = sp->scratch.len;
         e->value_len = len;
@@ -200,13 +171,16 @@ static int on_string(void *ctx, const unsigned char *s, size_t len)
         return rc == CMA_OK ? 1 : fail_scratch(sp, rc);
     }
     case W_DATA:
-        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data[%zu] is not an object", sp->index);
+        return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data[%zu] is not an object", sp->index);
     case W_TOP:
-        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "the answer is not an object");
+        return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "the answer is not an object");
     case W_END:
         break;
     }
-    return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "a value after the end of the answer");
+    return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "a value after the end of the answer");
 }
 
 static int start_skip(struct cma_series_parser *sp)
@@ -218,11 +192,11 @@ static int start_skip(struct cma_series_parser *sp)
 static int on_start_map(void *ctx)
 {
     struct cma_series_parser *sp = ctx;
-    sp->event_seen = true;
+    sp->env.event_seen = true;
     if (sp->skip_depth > 0) {
         if (++sp->skip_depth > SKIP_MAX_DEPTH)
-            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "values nested over %d deep",
-                        SKIP_MAX_DEPTH);
+            return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "values nested over %d deep", SKIP_MAX_DEPTH);
         return 1;
     }
     switch (sp->where) {
@@ -231,9 +205,11 @@ static int on_start_map(void *ctx)
         return 1;
     case W_ROOT:
         if (sp->key == K_DATA)
-            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data is not an array");
+            return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "data is not an array");
         if (sp->key == K_STATUS)
-            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "status is not a string");
+            return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "status is not a string");
         return start_skip(sp);
     case W_DATA:
         sp->where = W_SERIES;
@@ -245,22 +221,24 @@ static int on_start_map(void *ctx)
     case W_END:
         break;
     }
-    return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "a value after the end of the answer");
+    return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "a value after the end of the answer");
 }
 
 static int on_start_array(void *ctx)
 {
     struct cma_series_parser *sp = ctx;
-    sp->event_seen = true;
+    sp->env.event_seen = true;
     if (sp->skip_depth > 0) {
         if (++sp->skip_depth > SKIP_MAX_DEPTH)
-            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "values nested over %d deep",
-                        SKIP_MAX_DEPTH);
+            return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "values nested over %d deep", SKIP_MAX_DEPTH);
         return 1;
     }
     switch (sp->where) {
     case W_TOP:
-        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "the answer is not an object");
+        return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "the answer is not an object");
     case W_ROOT:
         if (sp->key == K_DATA) {
             sp->where = W_DATA;
@@ -268,22 +246,25 @@ static int on_start_array(void *ctx)
             return 1;
         }
         if (sp->key == K_STATUS)
-            return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "status is not a string");
+            return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                          BAD_JSON "status is not a string");
         return start_skip(sp);
     case W_DATA:
-        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data[%zu] is not an object", sp->index);
+        return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data[%zu] is not an object", sp->index);
     case W_SERIES:
         return fail_not_string(sp);
     case W_END:
         break;
     }
-    return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "a value after the end of the answer");
+    return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                  BAD_JSON "a value after the end of the answer");
 }
 
 static int on_map_key(void *ctx, const unsigned char *s, size_t len)
 {
     struct cma_series_parser *sp = ctx;
-    sp->event_seen = true;
+    sp->env.event_seen = true;
     if (sp->skip_depth > 0)
         return 1;
     if (sp->where == W_ROOT) {
@@ -301,16 +282,18 @@ static int on_map_key(void *ctx, const unsigned char *s, size_t len)
     }
     /* W_SERIES: the only other place yajl gives keys outside a skipped value. */
     if (sp->n_entries >= SERIES_MAX_LABELS)
-        return fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "data[%zu] has over %d labels",
-                    sp->index, SERIES_MAX_LABELS);
+        return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data[%zu] has over %d labels", sp->index,
+                                      SERIES_MAX_LABELS);
     if (memchr(s, '\0', len))
-        return fail(sp, CMA_ERR_BACKEND_RESPONSE,
-                    BAD_JSON "data[%zu] has a label name with a NUL byte", sp->index);
+        return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
+                                      BAD_JSON "data[%zu] has a label name with a NUL byte",
+                                      sp->index);
     if (!sp->entries) {
         sp->entries = calloc(SERIES_MAX_LABELS, sizeof(*sp->entries));
         sp->views = calloc(SERIES_MAX_LABELS, sizeof(*sp->views));
         if (!sp->entries || !sp->views)
-            return fail(sp, CMA_ERR_NOMEM, "out of memory");
+            return cma_prom_envelope_fail(&sp->env, CMA_ERR_NOMEM, "out of memory");
     }
     struct entry *e = &sp->entries[sp->n_entries++];
     e->name_off = sp->scratch.len;
@@ -339,7 +322,7 @@ static int emit_series(struct cma_series_parser *sp)
         return 1;
     }
     /* An answer that already said status "error" gets no callbacks. */
-    if (sp->have_status && strcmp(sp->status, "error") == 0)
+    if (sp->env.have_status && strcmp(sp->env.status, "error") == 0)
         return 1;
     size_t n = 0;
     for (size_t i = 0; i < sp->n_entries; i++) {
@@ -353,14 +336,15 @@ static int emit_series(struct cma_series_parser *sp)
         n++;
     }
     if (sp->fn(sp->ctx, base + name->value_off, name->value_len, sp->views, n) != 0)
-        return fail(sp, CMA_ERR_INTERNAL, "series listing stopped by caller");
+        return cma_prom_envelope_fail(&sp->env, CMA_ERR_INTERNAL,
+                                      "series listing stopped by caller");
     return 1;
 }
 
 static int on_end_map(void *ctx)
 {
     struct cma_series_parser *sp = ctx;
-    sp->event_seen = true;
+    sp->env.event_seen = true;
     if (sp->skip_depth > 0) {
         sp->skip_depth--;
         return 1;
@@ -378,7 +362,7 @@ static int on_end_map(void *ctx)
 static int on_end_array(void *ctx)
 {
     struct cma_series_parser *sp = ctx;
-    sp->event_seen = true;
+    sp->env.event_seen = true;
     if (sp->skip_depth > 0) {
         sp->skip_depth--;
         return 1;
@@ -407,8 +391,7 @@ enum cma_errc cma_series_parser_new(cma_series_fn fn, void *ctx, struct cma_seri
     sp->fn = fn;
     sp->ctx = ctx;
     cma_buf_init(&sp->scratch, SERIES_MAX_BYTES);
-    sp->yajl = yajl_alloc(&callbacks, NULL, sp);
-    if (!sp->yajl) {
+    if (cma_prom_envelope_init(&sp->env, &callbacks, sp, "series parser", BAD_JSON) != CMA_OK) {
         free(sp);
         return CMA_ERR_NOMEM;
     }
@@ -420,8 +403,7 @@ void cma_series_parser_free(struct cma_series_parser *sp)
 {
     if (!sp)
         return;
-    if (sp->yajl)
-        yajl_free(sp->yajl);
+    cma_prom_envelope_done(&sp->env);
     cma_buf_done(&sp->scratch);
     free(sp->entries);
     free(sp->views);
@@ -438,91 +420,18 @@ size_t cma_series_parser_skipped(const struct cma_series_parser *sp)
     return sp ? sp->skipped : 0;
 }
 
-static enum cma_errc stored_error(const struct cma_series_parser *sp, struct cma_err *reterr)
-{
-    cma_err_copy(reterr, &sp->err);
-    return sp->err.code;
-}
-
-/* Records yajl's own message (without its multi-line context dump). */
-static enum cma_errc yajl_failure(struct cma_series_parser *sp, const unsigned char *chunk,
-                                  size_t len, struct cma_err *reterr)
-{
-    unsigned char *msg = yajl_get_error(sp->yajl, 0, chunk, len);
-    size_t at = sp->bytes_fed + yajl_get_bytes_consumed(sp->yajl);
-    char text[160];
-    cma_clients_snippet(msg ? (const char *)msg : "parse error", msg ? strlen((char *)msg) : 11,
-                        sizeof(text) - 1, text, sizeof(text));
-    if (msg)
-        yajl_free_error(sp->yajl, msg);
-    fail(sp, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "%s (near byte %zu)", text, at);
-    return stored_error(sp, reterr);
-}
-
 enum cma_errc cma_series_parser_feed(struct cma_series_parser *sp, const char *data, size_t len,
                                      struct cma_err *reterr)
 {
-    if (sp->failed)
-        return stored_error(sp, reterr);
-    if (sp->finished)
-        return cma_err_set(reterr, CMA_ERR_INTERNAL, "series parser fed after finish");
-    const unsigned char *p = (const unsigned char *)data;
-    while (len > 0) {
-        size_t n = len < FEED_SLICE ? len : FEED_SLICE;
-        sp->event_seen = false;
-        yajl_status st = yajl_parse(sp->yajl, p, n);
-        if (st == yajl_status_client_canceled || sp->failed)
-            return stored_error(sp, reterr);
-        if (st != yajl_status_ok)
-            return yajl_failure(sp, p, n, reterr);
-        sp->bytes_fed += n;
-        sp->bytes_without_event = sp->event_seen ? 0 : sp->bytes_without_event + n;
-        if (sp->bytes_without_event > MAX_BYTES_WITHOUT_EVENT) {
-            fail(sp, CMA_ERR_BACKEND_RESPONSE,
-                 BAD_JSON "no JSON value ends within %zu bytes (near byte %zu)",
-                 MAX_BYTES_WITHOUT_EVENT, sp->bytes_fed);
-            return stored_error(sp, reterr);
-        }
-        p += n;
-        len -= n;
-    }
-    return CMA_OK;
-}
-
-static enum cma_errc status_error(const struct cma_series_parser *sp, struct cma_err *reterr)
-{
-    enum cma_errc code = CMA_ERR_BACKEND_ERROR;
-    if (strcmp(sp->error_type, "timeout") == 0)
-        code = CMA_ERR_BACKEND_TIMEOUT;
-    else if (strcmp(sp->error_type, "unavailable") == 0)
-        code = CMA_ERR_BACKEND_UNAVAILABLE;
-    if (sp->error_type[0] && sp->error[0])
-        return cma_err_set(reterr, code, "%s: %s", sp->error_type, sp->error);
-    if (sp->error[0] || sp->error_type[0])
-        return cma_err_set(reterr, code, "%s", sp->error[0] ? sp->error : sp->error_type);
-    return cma_err_set(reterr, code, "prometheus answered status \"error\" without a message");
+    return cma_prom_envelope_feed(&sp->env, data, len, reterr);
 }
 
 enum cma_errc cma_series_parser_finish(struct cma_series_parser *sp, struct cma_err *reterr)
 {
-    if (sp->failed)
-        return stored_error(sp, reterr);
-    if (sp->finished)
-        return cma_err_set(reterr, CMA_ERR_INTERNAL, "series parser finished twice");
-    sp->finished = true;
-    yajl_status st = yajl_complete_parse(sp->yajl);
-    if (st == yajl_status_client_canceled || sp->failed)
-        return stored_error(sp, reterr);
-    if (st != yajl_status_ok)
-        return yajl_failure(sp, NULL, 0, reterr);
-    if (!sp->have_status)
-        return cma_err_set(reterr, CMA_ERR_BACKEND_RESPONSE, BAD_JSON "status is missing");
-    if (strcmp(sp->status, "error") == 0)
-        return status_error(sp, reterr);
-    if (strcmp(sp->status, "success") != 0)
-        return cma_err_set(reterr, CMA_ERR_BACKEND_RESPONSE,
-                           BAD_JSON "status \"%s\" is neither success nor error", sp->status);
-    if (sp->data != D_ARRAY)
-        return cma_err_set(reterr, CMA_ERR_BACKEND_RESPONSE, "no metrics retrieved");
-    return CMA_OK;
+    enum cma_errc rc = cma_prom_envelope_complete(&sp->env, reterr);
+    if (rc == CMA_OK)
+        rc = cma_prom_envelope_judge(&sp->env, reterr);
+    if (rc == CMA_OK && sp->data != D_ARRAY)
+        rc = cma_err_set(reterr, CMA_ERR_BACKEND_RESPONSE, "no metrics retrieved");
+    return rc;
 }
