@@ -657,8 +657,9 @@ static enum cma_errc alloc_order(size_t max_labels, size_t **ret, struct cma_err
     return CMA_OK;
 }
 
-static void put_pod_metrics_body(struct jw *w, const struct cma_pod_metrics *p, size_t *order)
+static void put_pod_metrics_body(struct jw *w, const void *item, size_t *order)
 {
+    const struct cma_pod_metrics *p = item;
     put_object_meta(w, &p->meta, order);
     put_time_window(w, p->timestamp_ms, p->window_ms);
     put_key(w, true, "containers");
@@ -695,6 +696,40 @@ static enum cma_errc check_pods(const struct cma_pod_metrics *items, size_t n, s
     return CMA_OK;
 }
 
+/* One PodMetrics/NodeMetrics document (`single`) or its List: `body` writes one item's fields
+ * (items are `size` bytes apart); the label order scratch fits the item with most labels. */
+typedef void (*item_body_fn)(struct jw *w, const void *item, size_t *order);
+
+static enum cma_errc encode_metrics_doc(const char *kind, const void *items, size_t n, size_t size,
+                                        bool single, item_body_fn body, size_t max_labels,
+                                        struct cma_buf *out, struct cma_err *reterr)
+{
+    size_t *order = NULL;
+    enum cma_errc rc = alloc_order(max_labels, &order, reterr);
+    if (rc != CMA_OK)
+        return rc;
+    const char *base = items;
+    struct jw w;
+    jw_init(&w, out);
+    puts_(&w, "{\"kind\":\"");
+    puts_(&w, kind);
+    if (single) {
+        puts_(&w, "\",\"apiVersion\":\"metrics.k8s.io/v1beta1\",");
+        body(&w, base, order);
+        put(&w, "}", 1);
+    } else {
+        puts_(&w, "List\",\"apiVersion\":\"metrics.k8s.io/v1beta1\",\"metadata\":{},\"items\":[");
+        for (size_t i = 0; i < n && w.rc == CMA_OK; i++) {
+            put(&w, i ? ",{" : "{", 1 + (i > 0));
+            body(&w, base + i * size, order);
+            put(&w, "}", 1);
+        }
+        puts_(&w, "]}");
+    }
+    free(order);
+    return jw_finish(&w, reterr);
+}
+
 static enum cma_errc encode_pods(const struct cma_pod_metrics *items, size_t n, bool single,
                                  struct cma_buf *out, struct cma_err *reterr)
 {
@@ -702,31 +737,12 @@ static enum cma_errc encode_pods(const struct cma_pod_metrics *items, size_t n, 
     struct cma_err local;
     cma_err_clear(&local);
     enum cma_errc rc = check_pods(items, n, &max_labels, &local);
-    size_t *order = NULL;
-    if (rc == CMA_OK)
-        rc = alloc_order(max_labels, &order, &local);
     if (rc != CMA_OK) {
         cma_err_copy(reterr, &local);
         return rc;
     }
-    struct jw w;
-    jw_init(&w, out);
-    if (single) {
-        puts_(&w, "{\"kind\":\"PodMetrics\",\"apiVersion\":\"metrics.k8s.io/v1beta1\",");
-        put_pod_metrics_body(&w, items, order);
-        put(&w, "}", 1);
-    } else {
-        puts_(&w, "{\"kind\":\"PodMetricsList\",\"apiVersion\":\"metrics.k8s.io/v1beta1\","
-                  "\"metadata\":{},\"items\":[");
-        for (size_t i = 0; i < n && w.rc == CMA_OK; i++) {
-            put(&w, i ? ",{" : "{", 1 + (i > 0));
-            put_pod_metrics_body(&w, &items[i], order);
-            put(&w, "}", 1);
-        }
-        puts_(&w, "]}");
-    }
-    free(order);
-    return jw_finish(&w, reterr);
+    return encode_metrics_doc("PodMetrics", items, n, sizeof(*items), single, put_pod_metrics_body,
+                              max_labels, out, reterr);
 }
 
 enum cma_errc cma_encode_pod_metrics_list(const struct cma_pod_metrics *items, size_t n,
@@ -743,8 +759,9 @@ enum cma_errc cma_encode_pod_metrics(const struct cma_pod_metrics *item, struct 
     return encode_pods(item, 1, true, out, reterr);
 }
 
-static void put_node_metrics_body(struct jw *w, const struct cma_node_metrics *m, size_t *order)
+static void put_node_metrics_body(struct jw *w, const void *item, size_t *order)
 {
+    const struct cma_node_metrics *m = item;
     put_object_meta(w, &m->meta, order);
     put_time_window(w, m->timestamp_ms, m->window_ms);
     put(w, ",", 1);
@@ -764,31 +781,12 @@ static enum cma_errc encode_nodes(const struct cma_node_metrics *items, size_t n
     }
     for (size_t i = 0; rc == CMA_OK && i < n; i++)
         rc = check_meta(&items[i].meta, items[i].timestamp_ms, &max_labels, &local);
-    size_t *order = NULL;
-    if (rc == CMA_OK)
-        rc = alloc_order(max_labels, &order, &local);
     if (rc != CMA_OK) {
         cma_err_copy(reterr, &local);
         return rc;
     }
-    struct jw w;
-    jw_init(&w, out);
-    if (single) {
-        puts_(&w, "{\"kind\":\"NodeMetrics\",\"apiVersion\":\"metrics.k8s.io/v1beta1\",");
-        put_node_metrics_body(&w, items, order);
-        put(&w, "}", 1);
-    } else {
-        puts_(&w, "{\"kind\":\"NodeMetricsList\",\"apiVersion\":\"metrics.k8s.io/v1beta1\","
-                  "\"metadata\":{},\"items\":[");
-        for (size_t i = 0; i < n && w.rc == CMA_OK; i++) {
-            put(&w, i ? ",{" : "{", 1 + (i > 0));
-            put_node_metrics_body(&w, &items[i], order);
-            put(&w, "}", 1);
-        }
-        puts_(&w, "]}");
-    }
-    free(order);
-    return jw_finish(&w, reterr);
+    return encode_metrics_doc("NodeMetrics", items, n, sizeof(*items), single,
+                              put_node_metrics_body, max_labels, out, reterr);
 }
 
 enum cma_errc cma_encode_node_metrics_list(const struct cma_node_metrics *items, size_t n,
