@@ -1,0 +1,46 @@
+/* backend.h: the one seam between the adapter and a metrics backend, used the same way by the
+ * request handlers (instant queries) and the discovery thread (series listings). A backend is a
+ * value — an operations table and its context — held by the app, never a global. The Prometheus
+ * client (cma_backend_prom) is the first implementation; what comes next plugs in here as
+ * further implementations or as wrappers around one: a backend per rule (a table of named
+ * backends), coalescing identical queries in flight and a short result cache (a wrapper that
+ * calls the inner backend once), and `explain` (a wrapper that records the PromQL sent).
+ * Every operation may be called from any thread at once. */
+#ifndef CMA_BACKEND_H
+#define CMA_BACKEND_H
+
+#include <stdint.h>
+
+#include "cma/err.h"
+#include "cma/prom.h"
+
+struct cma_backend_ops {
+    /* An instant query at time_ms; only the series keep() accepts are stored (see
+     * cma_prom_query). Caller owns *ret: cma_prom_result_free(). */
+    enum cma_errc (*query)(void *ctx, const char *promql, int64_t time_ms, cma_sample_keep_fn keep,
+                           void *keep_ctx, struct cma_prom_result **ret, struct cma_err *reterr);
+    /* The series matching `match` between start_ms and end_ms, streamed to fn (see
+     * cma_prom_series), bounded by the backend's series deadline. */
+    enum cma_errc (*series)(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
+                            cma_series_fn fn, void *fn_ctx, struct cma_err *reterr);
+    /* A name for logs and error messages (never a credential): the URL for Prometheus. */
+    const char *(*name)(const void *ctx);
+};
+
+struct cma_backend {
+    const struct cma_backend_ops *ops;
+    void *ctx;
+};
+
+/* The Prometheus client as a backend (borrowed: `prom` must outlive every use). */
+struct cma_backend cma_backend_prom(struct cma_prom *prom);
+
+enum cma_errc cma_backend_query(const struct cma_backend *b, const char *promql, int64_t time_ms,
+                                cma_sample_keep_fn keep, void *keep_ctx,
+                                struct cma_prom_result **ret, struct cma_err *reterr);
+enum cma_errc cma_backend_series(const struct cma_backend *b, const char *match, int64_t start_ms,
+                                 int64_t end_ms, cma_series_fn fn, void *fn_ctx,
+                                 struct cma_err *reterr);
+const char *cma_backend_name(const struct cma_backend *b);
+
+#endif
