@@ -61,6 +61,7 @@ struct runtime {
     struct cma_ruleset *rules;
     struct cma_prom *prom;
     struct cma_kube *kube;
+    struct cma_objcache_registry *caches; /* watch caches; one per resource, pods at start */
     struct cma_catalog_store *store;
     struct cma_persist *catalog_cache; /* NULL: --catalog-cache-file is off */
     struct cma_discovery *discovery;
@@ -98,7 +99,7 @@ static void runtime_done(struct runtime *rt)
     cma_discovery_stop(rt->discovery);
     cma_catalog_store_free(rt->store);
     cma_persist_free(rt->catalog_cache);
-    cma_objcache_registry_stop();
+    cma_objcache_registry_free(rt->caches);
     cma_kube_free(rt->kube);
     cma_prom_free(rt->prom);
     cma_ruleset_free(rt->rules);
@@ -197,7 +198,7 @@ static int start_clients(struct runtime *rt)
     cma_log_info("backend %s, kube-apiserver %s", cma_prom_url(rt->prom),
                  cma_kube_server(rt->kube));
     /* The pod watch cache (LIST+WATCH in its own thread); other resources' on first use. */
-    if (cma_objcache_registry_start(rt->kube, &err) != CMA_OK) {
+    if (cma_objcache_registry_new(rt->kube, &rt->caches, &err) != CMA_OK) {
         log_err("pod watch cache", &err);
         return 1;
     }
@@ -454,6 +455,7 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         .rules = rt->rules,
         .prom = rt->prom,
         .kube = rt->kube,
+        .caches = rt->caches,
         .store = rt->store,
         .discovery = rt->discovery,
         .serve_custom = rt->rules->n_rules > 0 && !o->disable_custom_metrics,

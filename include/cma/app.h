@@ -22,6 +22,7 @@ struct cma_app {
     const struct cma_ruleset *rules;
     struct cma_prom *prom;
     struct cma_kube *kube;
+    struct cma_objcache_registry *caches; /* watch caches for selectors; NULL = live LISTs */
     struct cma_catalog_store *store;
     struct cma_discovery *discovery;
     bool serve_custom;   /* rules non-empty */

@@ -57,15 +57,20 @@ size_t cma_objcache_bytes(struct cma_objcache *c);
 size_t cma_objcache_lists(struct cma_objcache *c);
 size_t cma_objcache_watches(struct cma_objcache *c);
 
-/* ---- the process's caches (one per resource), for the request path ------------------------ */
+/* ---- the app's caches (one per resource), for the request path ---------------------------- */
 
-/* Starts the registry with the kube client and the pods cache. Idempotent once started. */
-enum cma_errc cma_objcache_registry_start(struct cma_kube *kube, struct cma_err *reterr);
-/* Stops every cache's thread and frees them all. Safe when never started. */
-void cma_objcache_registry_stop(void);
-/* The cache of group/version/resource, created and started on first use; NULL when the registry
- * is not started or the cache cannot be made. Valid until cma_objcache_registry_stop(). */
-struct cma_objcache *cma_objcache_registry_get(const char *group, const char *version,
-                                               const char *resource);
+/* The set of watch caches of one app, held by it (no process-global state). Thread-safe. */
+struct cma_objcache_registry;
+
+/* Creates the registry for `kube` (borrowed: must outlive it) and starts the pods cache.
+ * Caller owns: cma_objcache_registry_free(). */
+enum cma_errc cma_objcache_registry_new(struct cma_kube *kube, struct cma_objcache_registry **ret,
+                                        struct cma_err *reterr);
+/* Stops every cache's thread and frees them all; NULL is fine. */
+void cma_objcache_registry_free(struct cma_objcache_registry *r);
+/* The cache of group/version/resource, created and started on first use; NULL when r is NULL or
+ * the cache cannot be made. Valid until cma_objcache_registry_free(). */
+struct cma_objcache *cma_objcache_registry_get(struct cma_objcache_registry *r, const char *group,
+                                               const char *version, const char *resource);
 
 #endif

@@ -75,7 +75,7 @@ static enum cma_errc resolve_names(struct cma_app *app, struct custom_request *c
     }
     /* The watch cache answers once synced; until then (and without one) a live LIST. */
     struct cma_objcache *cache = cma_objcache_registry_get(
-        cr->resource->group, cr->resource->version, cr->resource->resource);
+        app->caches, cr->resource->group, cr->resource->version, cr->resource->resource);
     if (cache && cma_objcache_is_synced(cache)) {
         enum cma_errc crc = cma_objcache_list_names(cache, cr->namespace_, cr->label_selector,
                                                     &cr->names, &cr->n_names, err);

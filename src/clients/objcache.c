@@ -678,77 +678,89 @@ enum cma_errc cma_objcache_start(struct cma_objcache *c, struct cma_err *reterr)
 
 /* ---- registry ---------------------------------------------------------------------------- */
 
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
+struct cma_objcache_registry {
+    pthread_mutex_t lock; /* guards caches and n */
     struct cma_kube *kube;
     struct cma_objcache **caches;
     size_t n;
-} registry; /* guarded by registry_lock */
+};
 
 /* Lock held. */
-static struct cma_objcache *registry_find_or_add(const char *group, const char *version,
-                                                 const char *resource)
+static struct cma_objcache *registry_find_or_add(struct cma_objcache_registry *r,
+                                                 const char *group, const char *version,
+                                                 const char *resource, struct cma_err *reterr)
 {
-    for (size_t i = 0; i < registry.n; i++) {
-        struct cma_objcache *c = registry.caches[i];
+    for (size_t i = 0; i < r->n; i++) {
+        struct cma_objcache *c = r->caches[i];
         if (strcmp(c->group, group) == 0 && strcmp(c->version, version) == 0 &&
             strcmp(c->resource, resource) == 0)
             return c;
     }
-    struct cma_objcache **grown =
-        realloc(registry.caches, (registry.n + 1) * sizeof(*registry.caches));
-    if (!grown)
+    struct cma_objcache **grown = realloc(r->caches, (r->n + 1) * sizeof(*r->caches));
+    if (!grown) {
+        cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
         return NULL;
-    registry.caches = grown;
+    }
+    r->caches = grown;
     struct cma_objcache *c = NULL;
-    struct cma_err err = {0};
-    if (cma_objcache_new(registry.kube, group, version, resource, &c, &err) != CMA_OK || !c)
+    if (cma_objcache_new(r->kube, group, version, resource, &c, reterr) != CMA_OK || !c)
         return NULL;
-    if (cma_objcache_start(c, &err) != CMA_OK) {
-        cma_log_warn("cache of %s: %s", resource, err.msg);
+    if (cma_objcache_start(c, reterr) != CMA_OK) {
         cma_objcache_free(c);
         return NULL;
     }
-    registry.caches[registry.n++] = c;
+    r->caches[r->n++] = c;
     return c;
 }
 
-enum cma_errc cma_objcache_registry_start(struct cma_kube *kube, struct cma_err *reterr)
+enum cma_errc cma_objcache_registry_new(struct cma_kube *kube,
+                                        struct cma_objcache_registry **ret,
+                                        struct cma_err *reterr)
 {
     if (!kube)
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "watch caches need a kube client");
-    pthread_mutex_lock(&registry_lock);
-    if (!registry.kube)
-        registry.kube = kube;
-    struct cma_objcache *pods = registry_find_or_add("", "v1", "pods");
-    pthread_mutex_unlock(&registry_lock);
-    if (!pods)
-        return cma_err_set(reterr, CMA_ERR_NOMEM, "cannot start the pod cache");
+    struct cma_objcache_registry *r = calloc(1, sizeof(*r));
+    if (!r)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    if (pthread_mutex_init(&r->lock, NULL) != 0) {
+        free(r);
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot create the watch-cache lock");
+    }
+    r->kube = kube;
+    pthread_mutex_lock(&r->lock);
+    struct cma_objcache *pods = registry_find_or_add(r, "", "v1", "pods", reterr);
+    pthread_mutex_unlock(&r->lock);
+    if (!pods) {
+        cma_err_prefix(reterr, "cannot start the pod cache: ");
+        cma_objcache_registry_free(r);
+        return reterr ? reterr->code : CMA_ERR_INTERNAL;
+    }
+    *ret = r;
     return CMA_OK;
 }
 
-void cma_objcache_registry_stop(void)
+void cma_objcache_registry_free(struct cma_objcache_registry *r)
 {
-    pthread_mutex_lock(&registry_lock);
-    struct cma_objcache **caches = registry.caches;
-    size_t n = registry.n;
-    registry.caches = NULL;
-    registry.n = 0;
-    registry.kube = NULL;
-    pthread_mutex_unlock(&registry_lock);
-    for (size_t i = 0; i < n; i++)
-        cma_objcache_free(caches[i]);
-    free(caches);
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n; i++)
+        cma_objcache_free(r->caches[i]);
+    free(r->caches);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
 }
 
-struct cma_objcache *cma_objcache_registry_get(const char *group, const char *version,
-                                               const char *resource)
+struct cma_objcache *cma_objcache_registry_get(struct cma_objcache_registry *r, const char *group,
+                                               const char *version, const char *resource)
 {
-    if (!version || !version[0] || !resource || !resource[0])
+    if (!r || !version || !version[0] || !resource || !resource[0])
         return NULL;
-    pthread_mutex_lock(&registry_lock);
-    struct cma_objcache *c =
-        registry.kube ? registry_find_or_add(group ? group : "", version, resource) : NULL;
-    pthread_mutex_unlock(&registry_lock);
+    struct cma_err err;
+    cma_err_clear(&err);
+    pthread_mutex_lock(&r->lock);
+    struct cma_objcache *c = registry_find_or_add(r, group ? group : "", version, resource, &err);
+    pthread_mutex_unlock(&r->lock);
+    if (!c)
+        cma_log_warn("cache of %s: %s (live LISTs instead)", resource, err.msg);
     return c;
 }

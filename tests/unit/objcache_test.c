@@ -294,13 +294,16 @@ static void test_cma_objcache_bytes__compact_per_object(void **state)
     cma_objcache_free(c);
 }
 
-static void test_cma_objcache_registry_get__not_started_is_null(void **state)
+static void test_cma_objcache_registry__needs_a_kube_client(void **state)
 {
     (void)state;
-    assert_null(cma_objcache_registry_get("", "v1", "pods"));
-    cma_objcache_registry_stop();
+    assert_null(cma_objcache_registry_get(NULL, "", "v1", "pods"));
+    cma_objcache_registry_free(NULL);
     struct cma_err err = {0};
-    assert_int_equal(cma_objcache_registry_start(NULL, &err), CMA_ERR_INTERNAL);
+    struct cma_objcache_registry *r = (struct cma_objcache_registry *)&err; /* must stay */
+    assert_int_equal(cma_objcache_registry_new(NULL, &r, &err), CMA_ERR_INTERNAL);
+    assert_string_equal(err.msg, "watch caches need a kube client");
+    assert_ptr_equal(r, (struct cma_objcache_registry *)&err);
     cma_objcache_free(NULL);
 }
 
@@ -315,7 +318,7 @@ int main(void)
         cmocka_unit_test(test_cma_objcache_apply_event__young_cluster_replay),
         cmocka_unit_test(test_cma_objcache_apply_event__bad_lines_are_errors),
         cmocka_unit_test(test_cma_objcache_bytes__compact_per_object),
-        cmocka_unit_test(test_cma_objcache_registry_get__not_started_is_null),
+        cmocka_unit_test(test_cma_objcache_registry__needs_a_kube_client),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
