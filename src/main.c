@@ -11,6 +11,7 @@
 
 #include "cma/app.h"
 #include "cma/auth.h"
+#include "cma/backend.h"
 #include "cma/catalog.h"
 #include "cma/clock.h"
 #include "cma/config.h"
@@ -416,7 +417,7 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         return 1;
     start_catalog_cache(rt);
     struct cma_discovery_config dc = {
-        .prom = rt->prom,
+        .backend = cma_backend_prom(rt->prom),
         .kube = rt->kube,
         .rules = rt->rules,
         .store = rt->store,
@@ -453,7 +454,7 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         .auth = rt->auth,
         .opts = o,
         .rules = rt->rules,
-        .prom = rt->prom,
+        .backend = cma_backend_prom(rt->prom),
         .kube = rt->kube,
         .caches = rt->caches,
         .store = rt->store,

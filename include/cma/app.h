@@ -7,9 +7,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cma/backend.h"
+
 struct cma_options;
 struct cma_ruleset;
-struct cma_prom;
 struct cma_kube;
 struct cma_catalog_store;
 struct cma_discovery;
@@ -20,7 +21,7 @@ struct cma_response;
 struct cma_app {
     const struct cma_options *opts;
     const struct cma_ruleset *rules;
-    struct cma_prom *prom;
+    struct cma_backend backend; /* every query goes through it (cma/backend.h) */
     struct cma_kube *kube;
     struct cma_objcache_registry *caches; /* watch caches for selectors; NULL = live LISTs */
     struct cma_catalog_store *store;

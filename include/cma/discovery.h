@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cma/backend.h"
 #include "cma/err.h"
 
-struct cma_prom;
 struct cma_kube;
 struct cma_ruleset;
 struct cma_catalog_store;
@@ -21,7 +21,7 @@ struct cma_restmapper;
 struct cma_catalog;
 
 struct cma_discovery_config {
-    struct cma_prom *prom;
+    struct cma_backend backend; /* where series come from (borrowed) */
     struct cma_kube *kube;
     const struct cma_ruleset *rules;
     struct cma_catalog_store *store;
@@ -53,22 +53,10 @@ void cma_discovery_get_status(struct cma_discovery *d, struct cma_discovery_stat
  * NULL). */
 bool cma_discovery_request_refresh(struct cma_discovery *d);
 
-/* Where a relist gets its series: the backend (cma_discovery_prom_source) or, in tests, a fake
- * that answers canned series per selector (prometheus-adapter's pkg/client/fake). */
-struct cma_label_view;
-typedef int (*cma_series_cb)(void *ctx, const char *metric, size_t metric_len,
-                             const struct cma_label_view *labels, size_t n_labels);
-struct cma_series_source {
-    enum cma_errc (*list)(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                          cma_series_cb fn, void *fn_ctx, struct cma_err *reterr);
-    void *ctx;
-};
-/* A source that calls cma_prom_series on `prom`. */
-struct cma_series_source cma_discovery_prom_source(struct cma_prom *prom);
-
 /* One relist against `mapper`, synchronously (used by the thread and by tests): builds a catalog
- * snapshot from the source's series. On failure *ret is untouched. */
-enum cma_errc cma_discovery_relist(const struct cma_series_source *src,
+ * snapshot from the backend's series (in tests a fake that answers canned series per selector,
+ * as prometheus-adapter's pkg/client/fake). On failure *ret is untouched. */
+enum cma_errc cma_discovery_relist(const struct cma_backend *backend,
                                    const struct cma_ruleset *rules, struct cma_restmapper *mapper,
                                    int64_t now_wall_ms, int64_t max_age_ms,
                                    struct cma_catalog **ret, struct cma_err *reterr);

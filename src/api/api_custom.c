@@ -19,6 +19,7 @@
 #include "cma/kube.h"
 #include "cma/log.h"
 #include "cma/objcache.h"
+#include "cma/backend.h"
 #include "cma/prom.h"
 #include "cma/quantity.h"
 #include "cma/query.h"
@@ -227,8 +228,8 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
     if (rc == CMA_OK) {
         keep.label = cma_buf_str(&res_label);
         cma_log_v(5, "custom metric %s/%s: %s", cr->gr, cr->metric, cma_buf_str(&promql));
-        rc = cma_prom_query(app->prom, cma_buf_str(&promql), cma_clock_wall_ms(), keep_named, &keep,
-                            &result, err);
+        rc = cma_backend_query(&app->backend, cma_buf_str(&promql), cma_clock_wall_ms(), keep_named,
+                               &keep, &result, err);
         if (rc != CMA_OK)
             cma_err_prefix(err, "unable to fetch metrics from prometheus: ");
     }

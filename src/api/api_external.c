@@ -26,6 +26,7 @@
 #include "cma/discovery.h"
 #include "cma/encode.h"
 #include "cma/log.h"
+#include "cma/backend.h"
 #include "cma/prom.h"
 #include "cma/quantity.h"
 #include "cma/query.h"
@@ -139,8 +140,8 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct cma_catalog *c
         cma_log_v(5, "external metric %s in namespace %s: %s", entry->metric, namespace_,
                   cma_buf_str(&promql));
         /* every series is an item of the answer: all are kept (the budget bounds them) */
-        rc = cma_prom_query(app->prom, cma_buf_str(&promql), cma_clock_wall_ms(), NULL, NULL,
-                            &result, err);
+        rc = cma_backend_query(&app->backend, cma_buf_str(&promql), cma_clock_wall_ms(), NULL, NULL,
+                               &result, err);
         if (rc != CMA_OK)
             cma_err_prefix(err, "unable to fetch metrics from prometheus: ");
     }

@@ -42,6 +42,7 @@
 #include "cma/encode.h"
 #include "cma/kube.h"
 #include "cma/log.h"
+#include "cma/backend.h"
 #include "cma/prom.h"
 #include "cma/quantity.h"
 #include "cma/query.h"
@@ -481,8 +482,8 @@ static enum cma_errc run_query(struct resource_request *rr, const struct cma_res
         cma_log_v(5, "resource metrics %s for %zu %s: %s", what, rr->n_names,
                   rr->nodes ? "nodes" : "pods", cma_buf_str(&promql));
         struct keep_objects keep = {rr, out};
-        rc = cma_prom_query(rr->app->prom, cma_buf_str(&promql), rr->now_ms, keep_listed, &keep,
-                            &out->result, err);
+        rc = cma_backend_query(&rr->app->backend, cma_buf_str(&promql), rr->now_ms, keep_listed,
+                               &keep, &out->result, err);
         if (rc != CMA_OK)
             cma_err_prefix(err, "unable to fetch %s metrics from prometheus: ", what);
     }

@@ -26,6 +26,7 @@
 #include "cma/config.h"
 #include "cma/kube.h"
 #include "cma/log.h"
+#include "cma/backend.h"
 #include "cma/prom.h"
 #include "cma/restmapper.h"
 #include "cma/rule.h"
@@ -221,18 +222,7 @@ static bool query_seen_before(const struct cma_ruleset *rules, size_t flat_index
     return false;
 }
 
-static enum cma_errc prom_list(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                               cma_series_cb fn, void *fn_ctx, struct cma_err *reterr)
-{
-    return cma_prom_series(ctx, match, start_ms, end_ms, 0, fn, fn_ctx, reterr);
-}
-
-struct cma_series_source cma_discovery_prom_source(struct cma_prom *prom)
-{
-    return (struct cma_series_source){prom_list, prom};
-}
-
-enum cma_errc cma_discovery_relist(const struct cma_series_source *src,
+enum cma_errc cma_discovery_relist(const struct cma_backend *backend,
                                    const struct cma_ruleset *rules, struct cma_restmapper *mapper,
                                    int64_t now_wall_ms, int64_t max_age_ms,
                                    struct cma_catalog **ret, struct cma_err *reterr)
@@ -253,8 +243,8 @@ enum cma_errc cma_discovery_relist(const struct cma_series_source *src,
         ctx.n_rules = rules_for_query(rules, r->series_query, ctx.rules);
         int64_t t0 = cma_clock_mono_ms();
         size_t before = ctx.n_series;
-        rc = src->list(src->ctx, r->series_query, now_wall_ms - max_age_ms, now_wall_ms, on_series,
-                       &ctx, reterr);
+        rc = cma_backend_series(backend, r->series_query, now_wall_ms - max_age_ms, now_wall_ms,
+                                on_series, &ctx, reterr);
         if (rc == CMA_OK && ctx.rc != CMA_OK)
             rc = cma_err_set(reterr, ctx.rc, "out of memory while folding series");
         if (rc != CMA_OK)
@@ -362,9 +352,8 @@ static void *discovery_main(void *arg)
         cma_err_clear(&err);
         struct cma_catalog *c = NULL;
         int64_t wall = cma_clock_wall_ms();
-        struct cma_series_source src = cma_discovery_prom_source(d->cfg.prom);
         enum cma_errc rc =
-            cma_discovery_relist(&src, d->cfg.rules, mapper, wall, max_age, &c, &err);
+            cma_discovery_relist(&d->cfg.backend, d->cfg.rules, mapper, wall, max_age, &c, &err);
         pthread_mutex_lock(&d->mu);
         d->status.n_relists++;
         d->status.last_attempt_wall_ms = wall;

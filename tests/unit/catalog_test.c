@@ -144,7 +144,7 @@ static struct cma_catalog *relist(struct fixture *fx, const struct fake_series *
                                   size_t n_answers)
 {
     struct fake_source fs = {answers, n_answers, 0, 0};
-    struct cma_series_source src = {fake_list, &fs};
+    struct cma_backend src = fake_backend(&fs);
     struct cma_catalog *c = NULL;
     struct cma_err err;
     cma_err_clear(&err);
@@ -217,7 +217,7 @@ static void test_cma_discovery_relist__start_is_now_minus_max_age(void **state)
         {"{namespace!=\"\",__name__!~\"^container_.*\"}", kube_series, 0},
     };
     struct fake_source fs = {answers, 2, 1700000000000 - 60000, 0};
-    struct cma_series_source src = {fake_list, &fs};
+    struct cma_backend src = fake_backend(&fs);
     struct cma_catalog *c = NULL;
     assert_int_equal(
         cma_discovery_relist(&src, fx.rules, fx.mapper, 1700000000000, 60000, &c, NULL), CMA_OK);

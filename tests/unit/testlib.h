@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cma/backend.h"
 #include "cma/discovery.h"
 #include "cma/kube.h"
 #include "cma/prom.h"
@@ -65,7 +66,7 @@ struct fake_source {
 };
 
 static inline enum cma_errc fake_list(void *opaque, const char *match, int64_t start_ms,
-                                      int64_t end_ms, cma_series_cb fn, void *fn_ctx,
+                                      int64_t end_ms, cma_series_fn fn, void *fn_ctx,
                                       struct cma_err *reterr)
 {
     struct fake_source *fs = opaque;
@@ -95,6 +96,19 @@ static inline enum cma_errc fake_list(void *opaque, const char *match, int64_t s
         return CMA_OK;
     }
     return cma_err_set(reterr, CMA_ERR_BACKEND_ERROR, "fake: no answer for %s", match);
+}
+
+static inline const char *fake_name(const void *opaque)
+{
+    (void)opaque;
+    return "fake";
+}
+
+/* The fake as a backend (series only) for cma_discovery_relist. */
+static inline struct cma_backend fake_backend(struct fake_source *fs)
+{
+    static const struct cma_backend_ops ops = {.series = fake_list, .name = fake_name};
+    return (struct cma_backend){.ops = &ops, .ctx = fs};
 }
 
 #endif
