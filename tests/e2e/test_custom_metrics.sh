@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_custom_metrics.sh: custom.metrics.k8s.io end to end with config/gpu-dcgm.yaml over a real Prometheus holding the synthetic DCGM data and the fake kube-apiserver (recorded fixtures): discovery in both versions, by-selector (plain and aggregator-encoded), metricLabelSelector, by-name, root-scoped and namespace metrics, every error answer, NaN handling, health/version/openapi/index endpoints and content negotiation; clients are curl and the real `kubectl get --raw`.
+# test_custom_metrics.sh: custom.metrics.k8s.io end to end with config/gpu-dcgm.yaml over a real Prometheus holding the synthetic DCGM data and the fake kube-apiserver (recorded fixtures): discovery in both versions, by-selector (plain and aggregator-encoded, and the LIST it makes), metricLabelSelector, by-name, root-scoped and namespace metrics, NaN logging, verbose health, version and index endpoints; clients are curl and the real `kubectl get --raw`. One-request checks of the same setup (every error answer, empty and NaN results, nodes/*, openapi, methods, content negotiation) are cases in tests/cases/ (run by tests/e2e/test_cases.sh).
 # asan: yes
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
@@ -25,13 +25,6 @@ json_answer() {
   t_ok "$1: body is JSON" jq -e . <<<"$R_BODY"
 }
 
-# status_answer NAME CODE REASON: the last adapter_fetch is a metav1.Status with CODE and REASON.
-status_answer() {
-  json_answer "$1" "$2"
-  t_json "$1: Status kind/apiVersion/status/code/reason" "$R_BODY" \
-    '"\(.kind) \(.apiVersion) \(.status) \(.code) \(.reason)"' "Status v1 Failure $2 $3"
-}
-
 # --- discovery ---------------------------------------------------------------------------------
 want_names=$(for r in namespaces nodes pods; do
   for m in DCGM_FI_DEV_FB_USED DCGM_FI_DEV_GPU_UTIL DCGM_FI_DEV_MEM_COPY_UTIL DCGM_FI_PROF_GR_ENGINE_ACTIVE; do
@@ -52,8 +45,6 @@ for v in v1beta1 v1beta2; do
     '[.resources[] | "\(.kind) \(.verbs | join(",")) \(.singularName == "")"] | unique | join(";")' \
     "MetricValueList get true"
 done
-adapter_fetch "$G/v1beta1"
-json_answer "curl discovery v1beta1" 200
 
 # --- by selector ---------------------------------------------------------------------------------
 want_bert=$(expected_agg DCGM_FI_DEV_GPU_UTIL avg pod "$ML_BERT")
@@ -74,10 +65,6 @@ t_json "v1beta1 items: RFC 3339 timestamps in seconds, UTC" "$r" \
   '[.items[].timestamp | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")] | all' true
 t_json "v1beta1 items: values are strings, never numbers" "$r" '[.items[].value | type] | unique | join(",")' string
 
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert"
-json_answer "curl v1beta1 by-selector" 200
-t_eq "curl and kubectl get the same items" "$want_bert" "$(item_values "$R_BODY")"
-
 r=$(adapter_get "$G/v1beta2/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert")
 t_eq "kubectl v1beta2 by-selector app=bert: same values" "$want_bert" "$(item_values "$r")"
 t_json "v1beta2 list: kind, apiVersion" "$r" '"\(.kind) \(.apiVersion)"' \
@@ -88,36 +75,18 @@ t_json "v1beta2 items: metric {name, selector: null}" "$r" '[.items[].metric | t
   '{"name":"DCGM_FI_DEV_GPU_UTIL","selector":null}'
 
 # As kube-aggregator forwards it: '*' percent-encoded in the path, '+' for spaces in the query.
+# (Its answer is the case tests/cases/custom-by-selector-aggregator-encoded; here: the LIST it makes.)
 adapter_fetch "$G/v1beta2/namespaces/ml/pods/%2A/DCGM_FI_DEV_GPU_UTIL?labelSelector=app+in+%28bert%29"
-json_answer "aggregator-encoded pods/%2A/...?labelSelector=app+in+%28bert%29" 200
-t_eq "aggregator-encoded selector: exactly bert-0..2" "$want_bert" "$(item_values "$R_BODY")"
 t_ok "the adapter LISTed ml pods with the decoded selector 'app in (bert)'" \
   jq -e -s 'any(.[]; .path == "/api/v1/namespaces/ml/pods" and (.params.labelSelector // [] | .[0] | gsub(" "; "") == "appin(bert)"))' \
   "$KUBE_REQUEST_LOG"
 
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/%2A/DCGM_FI_DEV_GPU_UTIL?labelSelector=app+in+%28bert%2Cother%29%2Ctier%3Dinference"
-t_eq "aggregator-encoded 'app in (bert,other),tier=inference': bert pods and other-0" \
-  "$(expected_agg DCGM_FI_DEV_GPU_UTIL avg pod '.labels.namespace == "ml"')" "$(item_values "$R_BODY")"
-
 # metricLabelSelector narrows the series (the HPA's metric.selector) and fills `selector`.
 want_gpu0=$(expected_agg DCGM_FI_DEV_GPU_UTIL avg pod "$ML_BERT and .labels.gpu == \"0\"")
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert&metricLabelSelector=gpu%3D0"
-json_answer "metricLabelSelector gpu=0 (v1beta1)" 200
-t_eq "metricLabelSelector gpu=0: only the pods' GPU 0 counts (bert-2 75, bert-1 has none)" \
-  "$want_gpu0" "$(item_values "$R_BODY")"
 t_eq "oracle: gpu=0 changes bert-2's value" "bert-0 12500m|bert-2 75" "$(paste -sd'|' <<<"$want_gpu0")"
-t_json "metricLabelSelector gpu=0: v1beta1 selector.matchLabels" "$R_BODY" \
-  '[.items[].selector | tojson] | unique | join(";")' '{"matchLabels":{"gpu":"0"}}'
 r=$(adapter_get "$G/v1beta2/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert&metricLabelSelector=gpu%3D0")
 t_json "metricLabelSelector gpu=0: v1beta2 metric.selector.matchLabels" "$r" \
   '[.items[].metric.selector | tojson] | unique | join(";")' '{"matchLabels":{"gpu":"0"}}'
-
-# An empty result is a 200 with items: [] (never null).
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dnope"
-json_answer "selector matching no pods" 200
-t_json "selector matching no pods: items is an empty array" "$R_BODY" '"\(.kind) \(.items | type) \(.items | length)"' \
-  "MetricValueList array 0"
-t_ok "selector matching no pods: the body says \"items\":[] literally" grep -qF '"items":[]' <<<"$R_BODY"
 
 # --- by name -------------------------------------------------------------------------------------
 r=$(adapter_get "$G/v1beta1/namespaces/ml/pods/bert-2/DCGM_FI_DEV_GPU_UTIL")
@@ -130,40 +99,12 @@ t_json "by-name: describedObject names the pod" "$r" \
 out=$(adapter_get "$G/v1beta1/namespaces/ml/pods/bert-9/DCGM_FI_DEV_GPU_UTIL" 2>&1)
 t_eq "kubectl by-name for a pod without data: NotFound" \
   "Error from server (NotFound): the server could not find the metric DCGM_FI_DEV_GPU_UTIL for pods bert-9" "$out"
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/bert-9/DCGM_FI_DEV_GPU_UTIL"
-status_answer "curl by-name for a pod without data" 404 NotFound
 
-# --- errors --------------------------------------------------------------------------------------
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/NO_SUCH_METRIC?labelSelector=app%3Dbert"
-status_answer "unknown metric" 404 NotFound
-t_json "unknown metric: the message names it" "$R_BODY" '.message | contains("NO_SUCH_METRIC")' true
-adapter_fetch "$G/v1beta1/namespaces/ml/deployments.apps/bert/DCGM_FI_DEV_GPU_UTIL"
-status_answer "known metric on a resource no rule maps" 404 NotFound
-
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3D%3D%3Dx"
-status_answer "malformed labelSelector app===x" 400 BadRequest
-t_json "malformed labelSelector: apimachinery's parse error in the message" "$R_BODY" \
-  ".message | contains(\"unable to parse requirement: found '=', expected: identifier\")" true
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app+in+%28bert"
-status_answer "malformed labelSelector 'app in (bert' (unclosed)" 400 BadRequest
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert&metricLabelSelector=gpu+in+%280"
-status_answer "malformed metricLabelSelector 'gpu in (0' (400, not upstream's 500)" 400 BadRequest
-t_json "malformed metricLabelSelector: the message names the parameter" "$R_BODY" \
-  '.message | contains("metricLabelSelector")' true
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert&metricLabelSelector=gpu%3E0"
-status_answer "metricLabelSelector gpu>0 (gt has no PromQL matcher)" 400 BadRequest
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/bert-0/DCGM_FI_DEV_GPU_UTIL?metricLabelSelector=gpu%3C1"
-status_answer "metricLabelSelector gpu<1 (lt) on a by-name request" 400 BadRequest
+# --- errors: each request and its Status answer is a case in tests/cases (custom-*, README) -----
 
 # --- NaN -----------------------------------------------------------------------------------------
 adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_PROF_GR_ENGINE_ACTIVE?labelSelector=tier%3Dinference"
-json_answer "GR_ENGINE_ACTIVE over ml inference pods (other-0's sample is NaN)" 200
-t_eq "NaN: other-0 is left out (not 0), the others are served in milli-units" \
-  "$(expected_agg DCGM_FI_PROF_GR_ENGINE_ACTIVE avg pod "$ML_BERT")" "$(item_values "$R_BODY")"
-t_ok "NaN: no NaN or Inf in the body" bash -c '! grep -Eqi "nan|inf\"" <<<"$1"' _ "$R_BODY"
 t_ok "NaN: the adapter logged the left-out sample" wait_adapter_log 'DCGM_FI_PROF_GR_ENGINE_ACTIVE.*other-0' 10
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/other-0/DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-status_answer "NaN: by-name other-0 has no servable value" 404 NotFound
 
 # --- root-scoped and namespace metrics -------------------------------------------------------------
 r=$(adapter_get "$G/v1beta1/nodes/gpu-node-1/DCGM_FI_DEV_GPU_UTIL")
@@ -171,25 +112,16 @@ t_eq "kubectl nodes/gpu-node-1: average over all the node's GPUs" \
   "$(expected_agg DCGM_FI_DEV_GPU_UTIL avg Hostname '.labels.Hostname == "gpu-node-1"')" "$(item_values "$r")"
 t_json "nodes/gpu-node-1: describedObject Node v1 without a namespace" "$r" \
   '.items[0].describedObject | "\(.kind) \(.apiVersion) \(has("namespace"))"' "Node v1 false"
-adapter_fetch "$G/v1beta1/nodes/*/DCGM_FI_DEV_FB_USED"
-json_answer "nodes/* (every node)" 200
-t_eq "nodes/*/DCGM_FI_DEV_FB_USED: each node's sum, idle GPUs included" \
-  "$(expected_agg DCGM_FI_DEV_FB_USED sum Hostname)" "$(item_values "$R_BODY")"
 
 r=$(adapter_get "$G/v1beta1/namespaces/ml/metrics/DCGM_FI_DEV_GPU_UTIL")
 t_eq "kubectl namespaces/ml/metrics/DCGM_FI_DEV_GPU_UTIL: the namespace's average" \
   "$(expected_agg DCGM_FI_DEV_GPU_UTIL avg namespace '.labels.namespace == "ml"')" "$(item_values "$r")"
 t_json "namespace metric: describedObject Namespace ml" "$r" \
   '.items[0].describedObject | "\(.kind) \(.name) \(has("namespace"))"' "Namespace ml false"
-adapter_fetch "$G/v1beta2/namespaces/vision/metrics/DCGM_FI_DEV_FB_USED"
-t_eq "v1beta2 namespaces/vision/metrics/DCGM_FI_DEV_FB_USED: the namespace's sum" \
-  "$(expected_agg DCGM_FI_DEV_FB_USED sum namespace '.labels.namespace == "vision"')" "$(item_values "$R_BODY")"
 
 # --- health, version, openapi, index ---------------------------------------------------------------
+# (The plain /healthz, /livez, /readyz answers are the cases tests/cases/health-*.)
 for p in healthz livez readyz; do
-  adapter_fetch "/$p"
-  t_eq "/$p: 200 ok" "200 ok" "$R_STATUS $R_BODY"
-  t_eq "/$p: Content-Type" "text/plain; charset=utf-8" "$R_CTYPE"
   adapter_fetch "/$p?verbose"
   t_ok "/$p?verbose: lists [+]ping ok and '$p check passed'" \
     bash -c 'grep -qx "\[+\]ping ok" <<<"$1" && grep -qx "$2 check passed" <<<"$1"' _ "$R_BODY" "$p"
@@ -201,39 +133,15 @@ adapter_fetch /version
 json_answer "/version" 200
 t_json "/version: version.Info fields" "$R_BODY" \
   '[has("major"), has("minor"), (.gitVersion | startswith("v")), has("platform")] | all' true
-for p in /openapi/v2 /openapi/v3; do
-  adapter_fetch "$p"
-  status_answer "$p: 404 Status (the aggregator skips it cleanly)" 404 NotFound
-done
-adapter_fetch /apis/custom.metrics.k8s.io/v1beta1/no/such/path/at/all
-status_answer "an unrouted path" 404 NotFound
+# (/openapi/v2, /openapi/v3, an unrouted path and /apis/custom.metrics.k8s.io are cases.)
 
 r=$(adapter_get /apis)
 t_json "kubectl /apis: APIGroupList with custom.metrics.k8s.io v1beta1 and v1beta2" "$r" \
   '"\(.kind) \([.groups[] | select(.name == "custom.metrics.k8s.io") | .versions[].version] | sort | join(","))"' \
   "APIGroupList v1beta1,v1beta2"
-adapter_fetch /apis/custom.metrics.k8s.io
-json_answer "/apis/custom.metrics.k8s.io" 200
-t_json "/apis/custom.metrics.k8s.io: APIGroup with a served preferred version" "$R_BODY" \
-  '"\(.kind) \(.name) \(.preferredVersion.groupVersion as $p | [.versions[].groupVersion] | index($p) != null)"' \
-  "APIGroup custom.metrics.k8s.io true"
 
-# --- methods and content negotiation ---------------------------------------------------------------
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert" -X POST -d '{}'
-status_answer "POST on a metric" 405 MethodNotAllowed
-adapter_fetch "$G/v1beta1" -X DELETE
-status_answer "DELETE on discovery" 405 MethodNotAllowed
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert" \
-  -H 'Accept: application/vnd.kubernetes.protobuf'
-status_answer "Accept: protobuf only" 406 NotAcceptable
-adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert" \
-  -H 'Accept: application/vnd.kubernetes.protobuf, */*'
-json_answer "the HPA's Accept 'application/vnd.kubernetes.protobuf, */*'" 200
-t_eq "the HPA's Accept: the same JSON items" "$want_bert" "$(item_values "$R_BODY")"
-adapter_fetch "$G/v1beta1" -H 'Accept: application/json;as=Table;v=v1;g=meta.k8s.io'
-status_answer "Accept: as=Table only" 406 NotAcceptable
-adapter_fetch "$G/v1beta1" -H 'Accept: application/json;as=Table;v=v1;g=meta.k8s.io, application/json'
-json_answer "Accept: as=Table then plain application/json" 200
+# --- methods and content negotiation: cases (custom-post-405, discovery-delete-405,
+# custom-accept-*, discovery-accept-*) ---------------------------------------------------------
 
 t_ok "the adapter is still running" kill -0 "$ADAPTER_PID"
 stop_adapter

@@ -837,3 +837,19 @@ res_expected() { jq -r "$1" "$RES_DIR/expected.json"; }
 adapter_log_lines() { wc -l <"$ADAPTER_LOG" 2>/dev/null || echo 0; }
 # adapter_log_after N: the adapter log after its first N lines.
 adapter_log_after() { tail -n "+$(($1 + 1))" "$ADAPTER_LOG" 2>/dev/null; }
+
+# start_replay_prometheus ROOT [REPLAY_FLAGS...]: starts tests/lib/replay_prometheus.py over the
+# cases directory ROOT (tests/cases): it answers /<case>/api/v1/query and /<case>/api/v1/series
+# from ROOT/<case>/prometheus.json (a real Prometheus's recorded answers), or with
+# --record-upstream URL proxies to a real Prometheus and records. Exports REPLAY_URL (append
+# /<case> for an adapter's --prometheus-url), REPLAY_PID, REPLAY_LOG, REPLAY_REQUEST_LOG.
+start_replay_prometheus() {
+  local root=$1 dir
+  shift
+  dir=$(mktemp -d "$CMA_TMP/replay-prometheus.XXXX")
+  _cma_start_with_port_file replay-prometheus "$dir/replay.log" "$dir/port" /-/ready \
+    python3 -u "$CMA_LIB/replay_prometheus.py" --root "$root" --port 0 --port-file "$dir/port" \
+    --request-log "$dir/requests.jsonl" "$@" || return 1
+  export REPLAY_URL="http://127.0.0.1:$_CMA_PORT" REPLAY_PID=$_CMA_SPAWNED \
+    REPLAY_LOG="$dir/replay.log" REPLAY_REQUEST_LOG="$dir/requests.jsonl"
+}

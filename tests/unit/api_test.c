@@ -2,7 +2,14 @@
  * Status body's code (for every error code, and for an error reported without a code), a failure
  * without a message gets its code's meaning, and a selector over the limit is refused with 413
  * before anything else is looked at (the app here has no backend, no kube client and no catalog:
- * any call would crash). Bodies are decoded with jansson, independently of the encoder. */
+ * any call would crash). Through cma_app_handle with an empty catalog store and no backend:
+ * every non-GET method is 405; /apis, /apis/<group>, /apis/<group>/<version> and / list exactly
+ * the served groups (404 Status for the others, and "is not served" for their metric paths);
+ * discovery answers an empty APIResourceList before the first relist (metrics.k8s.io's static
+ * document always); metric requests of every group answer 503 "metric discovery has not
+ * completed yet" until then; /version, /openapi/v2 and unrouted paths; the health endpoints
+ * (readyz fails its discovery check until a relist ran; ?verbose and per-check subpaths).
+ * Bodies are decoded with jansson, independently of the encoder. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +23,7 @@
 
 #include "../../src/api/api_internal.h"
 #include "cma/app.h"
+#include "cma/catalog.h"
 #include "cma/prom.h"
 #include "cma/server.h"
 
@@ -157,6 +165,236 @@ static void test_cma_api_view_value__binary_search(void **state)
     assert_null(cma_api_view_value(v, 0, "a"));
 }
 
+/* ---- cma_app_handle with an empty catalog store (before the first relist), no backend ---- */
+
+struct answer {
+    int status;
+    const char *content_type;
+    json_t *json; /* NULL when the body is not JSON */
+    char text[512];
+};
+
+static void answer_done(struct answer *a)
+{
+    json_decref(a->json);
+}
+
+static struct answer handle(struct cma_app *app, const char *method, const char *path)
+{
+    struct cma_request req = {.method = method, .path = path};
+    struct cma_response resp;
+    response_init(&resp);
+    cma_app_handle(app, &req, &resp);
+    struct answer a = {.status = resp.status, .content_type = resp.content_type};
+    a.json = json_loadb(resp.body.ptr, resp.body.len, 0, NULL);
+    snprintf(a.text, sizeof(a.text), "%s", cma_buf_str(&resp.body));
+    cma_buf_done(&resp.body);
+    return a;
+}
+
+static const char *str_at(json_t *root, const char *key)
+{
+    const char *v = json_string_value(json_object_get(root, key));
+    return v ? v : "(none)";
+}
+
+/* A Status answer with `code` whose message contains `part`. */
+static void expect_status(struct cma_app *app, const char *method, const char *path, int code,
+                          const char *part)
+{
+    struct answer a = handle(app, method, path);
+    if (a.status != code || !a.json || strcmp(str_at(a.json, "kind"), "Status") != 0 ||
+        json_integer_value(json_object_get(a.json, "code")) != code ||
+        !strstr(str_at(a.json, "message"), part))
+        fail_msg("%s %s: want %d Status with \"%s\", got %d %s", method, path, code, part, a.status,
+                 a.text);
+    answer_done(&a);
+}
+
+struct app_fixture {
+    struct cma_catalog_store *store;
+    struct cma_app app;
+};
+
+static int app_setup(void **state)
+{
+    struct app_fixture *fx = calloc(1, sizeof(*fx));
+    assert_non_null(fx);
+    assert_int_equal(cma_catalog_store_new(&fx->store), CMA_OK);
+    fx->app.store = fx->store; /* empty: no relist has published a catalog */
+    fx->app.serve_custom = fx->app.serve_external = fx->app.serve_resource = true;
+    *state = fx;
+    return 0;
+}
+
+static int app_teardown(void **state)
+{
+    struct app_fixture *fx = *state;
+    cma_catalog_store_free(fx->store);
+    free(fx);
+    return 0;
+}
+
+/* The group names of /apis, space-separated, in order. */
+static void apis_groups(struct cma_app *app, char *out, size_t out_len)
+{
+    struct answer a = handle(app, "GET", "/apis");
+    assert_int_equal(a.status, 200);
+    assert_non_null(a.json);
+    assert_string_equal(str_at(a.json, "kind"), "APIGroupList");
+    out[0] = '\0';
+    json_t *g;
+    size_t i;
+    json_array_foreach(json_object_get(a.json, "groups"), i, g)
+    {
+        size_t used = strlen(out);
+        snprintf(out + used, out_len - used, "%s%s", i ? " " : "", str_at(g, "name"));
+    }
+    answer_done(&a);
+}
+
+static void test_cma_app_handle__methods_other_than_get_and_head_are_405(void **state)
+{
+    struct app_fixture *fx = *state;
+    static const char *const methods[] = {"POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        expect_status(&fx->app, methods[i], "/apis/custom.metrics.k8s.io/v1beta1", 405,
+                      "the server does not allow this method on the requested resource");
+    struct answer a = handle(&fx->app, "HEAD", "/apis");
+    assert_int_equal(a.status, 200);
+    answer_done(&a);
+}
+
+static void test_cma_app_handle__served_groups_only(void **state)
+{
+    struct app_fixture *fx = *state;
+    char groups[256];
+    apis_groups(&fx->app, groups, sizeof(groups));
+    assert_string_equal(groups, "custom.metrics.k8s.io external.metrics.k8s.io metrics.k8s.io");
+    fx->app.serve_external = false;
+    apis_groups(&fx->app, groups, sizeof(groups));
+    assert_string_equal(groups, "custom.metrics.k8s.io metrics.k8s.io");
+    expect_status(&fx->app, "GET", "/apis/external.metrics.k8s.io", 404,
+                  "could not find the requested resource");
+    expect_status(&fx->app, "GET", "/apis/external.metrics.k8s.io/v1beta1", 404,
+                  "could not find the requested resource");
+    expect_status(&fx->app, "GET", "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/m", 404,
+                  "external.metrics.k8s.io is not served");
+    fx->app.serve_custom = false;
+    fx->app.serve_resource = false;
+    apis_groups(&fx->app, groups, sizeof(groups));
+    assert_string_equal(groups, "");
+    expect_status(&fx->app, "GET", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/metrics/m",
+                  404, "custom.metrics.k8s.io is not served");
+    expect_status(&fx->app, "GET", "/apis/metrics.k8s.io/v1beta1/nodes", 404,
+                  "metrics.k8s.io is not served");
+    /* / lists /apis and the health and version paths, no group */
+    struct answer a = handle(&fx->app, "GET", "/");
+    assert_int_equal(a.status, 200);
+    char *paths = json_dumps(json_object_get(a.json, "paths"), JSON_COMPACT);
+    assert_string_equal(paths, "[\"/apis\",\"/healthz\",\"/livez\",\"/readyz\",\"/version\"]");
+    free(paths);
+    answer_done(&a);
+    fx->app.serve_custom = fx->app.serve_external = fx->app.serve_resource = true;
+    a = handle(&fx->app, "GET", "/");
+    assert_non_null(strstr(a.text, "\"/apis/custom.metrics.k8s.io/v1beta2\""));
+    assert_non_null(strstr(a.text, "\"/apis/metrics.k8s.io/v1beta1\""));
+    answer_done(&a);
+}
+
+static void test_cma_app_handle__discovery_before_the_first_relist(void **state)
+{
+    struct app_fixture *fx = *state;
+    /* custom and external: an empty list, never an error (the aggregator needs 2xx fast) */
+    static const char *const gvs[] = {"custom.metrics.k8s.io/v1beta1",
+                                      "custom.metrics.k8s.io/v1beta2",
+                                      "external.metrics.k8s.io/v1beta1"};
+    for (size_t i = 0; i < 3; i++) {
+        char path[128];
+        snprintf(path, sizeof(path), "/apis/%s", gvs[i]);
+        struct answer a = handle(&fx->app, "GET", path);
+        assert_int_equal(a.status, 200);
+        assert_string_equal(str_at(a.json, "kind"), "APIResourceList");
+        assert_string_equal(str_at(a.json, "groupVersion"), gvs[i]);
+        assert_int_equal(json_array_size(json_object_get(a.json, "resources")), 0);
+        answer_done(&a);
+    }
+    expect_status(&fx->app, "GET", "/apis/custom.metrics.k8s.io/v1beta3", 404,
+                  "could not find the requested resource");
+    /* metrics.k8s.io's document is static: nodes and pods */
+    struct answer a = handle(&fx->app, "GET", "/apis/metrics.k8s.io/v1beta1");
+    assert_int_equal(a.status, 200);
+    json_t *res = json_object_get(a.json, "resources");
+    assert_int_equal(json_array_size(res), 2);
+    assert_string_equal(str_at(json_array_get(res, 0), "name"), "nodes");
+    assert_string_equal(str_at(json_array_get(res, 1), "kind"), "PodMetrics");
+    answer_done(&a);
+    a = handle(&fx->app, "GET", "/apis/custom.metrics.k8s.io");
+    assert_string_equal(str_at(a.json, "kind"), "APIGroup");
+    assert_int_equal(json_array_size(json_object_get(a.json, "versions")), 2);
+    answer_done(&a);
+}
+
+static void test_cma_app_handle__metrics_wait_for_the_first_catalog(void **state)
+{
+    struct app_fixture *fx = *state;
+    static const char *const paths[] = {
+        "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/%2A/m",
+        "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/metrics/m",
+        "/apis/custom.metrics.k8s.io/v1beta1/nodes/n1/m",
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/m",
+        "/apis/metrics.k8s.io/v1beta1/namespaces/ml/pods",
+        "/apis/metrics.k8s.io/v1beta1/nodes/n1",
+    };
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        expect_status(&fx->app, "GET", paths[i], 503,
+                      "metric discovery has not completed yet; try again shortly");
+}
+
+static void test_cma_app_handle__version_openapi_and_unrouted(void **state)
+{
+    struct app_fixture *fx = *state;
+    struct answer a = handle(&fx->app, "GET", "/version");
+    assert_int_equal(a.status, 200);
+    assert_string_equal(str_at(a.json, "gitVersion"), "v" CMA_VERSION);
+    assert_non_null(json_object_get(a.json, "platform"));
+    answer_done(&a);
+    expect_status(&fx->app, "GET", "/openapi/v2", 404, "does not serve an OpenAPI document");
+    expect_status(&fx->app, "GET", "/openapi/v3", 404, "does not serve an OpenAPI document");
+    expect_status(&fx->app, "GET", "/no/such/path", 404, "could not find the requested resource");
+    expect_status(&fx->app, "GET", "/apis/custom.metrics.k8s.io/v1beta1/no/such/path/at/all", 404,
+                  "could not find the requested resource");
+}
+
+static void test_cma_app_handle__health(void **state)
+{
+    struct app_fixture *fx = *state;
+    struct answer a = handle(&fx->app, "GET", "/healthz");
+    assert_int_equal(a.status, 200);
+    assert_string_equal(a.text, "ok");
+    assert_string_equal(a.content_type, "text/plain; charset=utf-8");
+    answer_done(&a);
+    /* no discovery has run: readyz fails its discovery check, livez does not have it */
+    a = handle(&fx->app, "GET", "/readyz");
+    assert_int_equal(a.status, 500);
+    assert_non_null(strstr(a.text, "[-]metrics-discovery failed: reason withheld\n"));
+    assert_non_null(strstr(a.text, "readyz check failed"));
+    answer_done(&a);
+    a = handle(&fx->app, "GET", "/livez");
+    assert_int_equal(a.status, 200);
+    answer_done(&a);
+    a = handle(&fx->app, "GET", "/readyz/ping");
+    assert_int_equal(a.status, 200);
+    assert_string_equal(a.text, "ok");
+    answer_done(&a);
+    a = handle(&fx->app, "GET", "/readyz/metrics-discovery");
+    assert_int_equal(a.status, 500);
+    answer_done(&a);
+    a = handle(&fx->app, "GET", "/livez/metrics-discovery");
+    assert_int_equal(a.status, 404);
+    answer_done(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -165,6 +403,17 @@ int main(void)
         cmocka_unit_test(test_cma_api_fail__code_without_message),
         cmocka_unit_test(test_cma_app_handle__selector_over_limit_is_413_first),
         cmocka_unit_test(test_cma_api_view_value__binary_search),
+        cmocka_unit_test_setup_teardown(
+            test_cma_app_handle__methods_other_than_get_and_head_are_405, app_setup, app_teardown),
+        cmocka_unit_test_setup_teardown(test_cma_app_handle__served_groups_only, app_setup,
+                                        app_teardown),
+        cmocka_unit_test_setup_teardown(test_cma_app_handle__discovery_before_the_first_relist,
+                                        app_setup, app_teardown),
+        cmocka_unit_test_setup_teardown(test_cma_app_handle__metrics_wait_for_the_first_catalog,
+                                        app_setup, app_teardown),
+        cmocka_unit_test_setup_teardown(test_cma_app_handle__version_openapi_and_unrouted,
+                                        app_setup, app_teardown),
+        cmocka_unit_test_setup_teardown(test_cma_app_handle__health, app_setup, app_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

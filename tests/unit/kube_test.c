@@ -1,18 +1,14 @@
 /* kube_test.c: the pure parts of the kube-apiserver client fed with real recorded bodies
  * (../shared/fixtures/kube-apiserver): discovery documents, LIST pages, Status messages; and
- * kubeconfig / in-cluster settings, base64. The HTTP side runs in prom_client_test.c, which has
- * the in-process HTTP server; cma_kube_list_objects has its own small one-connection-at-a-time
- * server here (canned answers in order, request targets recorded). */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <pthread.h>
+ * kubeconfig / in-cluster settings, base64. The HTTP side runs in prom_client_test.c;
+ * cma_kube_list_objects runs here against the shared fake HTTP server (fakehttp.h: canned
+ * answers in order, request targets recorded), which stands in for kube-apiserver. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,44 +16,29 @@
 
 #include "../../src/clients/internal.h"
 #include "cma/kube.h"
+#include "fakehttp.h"
 
-/* ---- fixtures ---------------------------------------------------------------------------- */
+/* ---- fixtures (fakehttp.h finds them under ../shared/fixtures) ---------------------------- */
 
 static char *read_fixture(const char *name, size_t *ret_len)
 {
-    const char *src = getenv("CMA_SOURCE_DIR");
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/../shared/fixtures/kube-apiserver/%s", src ? src : ".", name);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open fixture %s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-    buf[len] = '\0';
-    fclose(f);
-    *ret_len = (size_t)len;
-    return buf;
+    char rel[512];
+    snprintf(rel, sizeof(rel), "kube-apiserver/%s", name);
+    char *body = cma_shared_fixture_read(rel, ret_len);
+    if (!body)
+        fail_msg("cannot read fixture ../shared/fixtures/%s under %s", rel, cma_source_dir());
+    return body;
 }
 
 /* The response body of a recorded .http exchange (after the response head). */
 static char *http_fixture_body(const char *name, size_t *ret_len)
 {
-    size_t len = 0;
-    char *all = read_fixture(name, &len);
-    char *resp = strstr(all, "\nHTTP/1.1 ");
-    assert_non_null(resp);
-    char *body = strstr(resp, "\n\n");
-    assert_non_null(body);
-    body += 2;
-    size_t blen = len - (size_t)(body - all);
-    memmove(all, body, blen);
-    all[blen] = '\0';
-    *ret_len = blen;
-    return all;
+    char rel[512];
+    snprintf(rel, sizeof(rel), "kube-apiserver/%s", name);
+    char *body = cma_shared_fixture_http_body(rel, ret_len);
+    if (!body)
+        fail_msg("no response body in ../shared/fixtures/%s", rel);
+    return body;
 }
 
 static const struct cma_api_resource *find_resource(const struct cma_api_resources *r,
@@ -737,76 +718,24 @@ static void test_cma_kube_parse_time__forms(void **state)
     assert_false(cma_kube_parse_time(NULL, &ms));
 }
 
-/* A plain-HTTP server that answers canned bodies in order, one connection at a time. */
-struct list_server {
-    int fd;
-    int port;
-    pthread_t thread;
-    const char *const *bodies;
-    const int *statuses;
-    size_t n;
-    char targets[4][1024];
-};
-
-static void *list_serve(void *arg)
+/* A kube client for the fake HTTP server (tests/unit/fakehttp.h: canned answers in order,
+ * request targets recorded). */
+static struct cma_kube *fake_client(const struct cma_fake_http *s)
 {
-    struct list_server *s = arg;
-    for (size_t i = 0; i < s->n; i++) {
-        int c = accept(s->fd, NULL, NULL);
-        if (c < 0)
-            return NULL;
-        char req[8192];
-        size_t len = 0;
-        while (len < sizeof(req) - 1) {
-            ssize_t r = recv(c, req + len, sizeof(req) - 1 - len, 0);
-            if (r <= 0)
-                break;
-            len += (size_t)r;
-            req[len] = '\0';
-            if (strstr(req, "\r\n\r\n"))
-                break;
-        }
-        req[len] = '\0';
-        const char *sp = strchr(req, ' ');
-        if (sp && i < 4)
-            snprintf(s->targets[i], sizeof(s->targets[i]), "%.*s", (int)strcspn(sp + 1, " "),
-                     sp + 1);
-        char head[256];
-        int hn = snprintf(head, sizeof(head),
-                          "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: "
-                          "%zu\r\nConnection: close\r\n\r\n",
-                          s->statuses[i], strlen(s->bodies[i]));
-        if (send(c, head, (size_t)hn, MSG_NOSIGNAL) < 0 ||
-            send(c, s->bodies[i], strlen(s->bodies[i]), MSG_NOSIGNAL) < 0)
-            fprintf(stderr, "list_serve: send failed\n");
-        shutdown(c, SHUT_RDWR);
-        close(c);
-    }
-    return NULL;
-}
-
-static void list_server_start(struct list_server *s)
-{
-    s->fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(s->fd >= 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(s->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    assert_int_equal(listen(s->fd, 4), 0);
-    socklen_t alen = sizeof(addr);
-    assert_int_equal(getsockname(s->fd, (struct sockaddr *)&addr, &alen), 0);
-    s->port = ntohs(addr.sin_port);
-    assert_int_equal(pthread_create(&s->thread, NULL, list_serve, s), 0);
-}
-
-static struct cma_kube *list_server_client(const struct list_server *s)
-{
-    char url[64];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d", s->port);
+    char *url = cma_fake_http_url(s, "");
+    assert_non_null(url);
     struct cma_kube_conn conn = {.server = url, .token = "t"};
     struct cma_kube *k = NULL;
     assert_int_equal(cma_kube_new_from_conn(&conn, 5000, &k, NULL), CMA_OK);
+    free(url);
     return k;
+}
+
+static const char *target_of(struct cma_fake_http *s, size_t i)
+{
+    const struct cma_fake_request *r = cma_fake_http_request(s, i);
+    assert_non_null(r);
+    return r->target;
 }
 
 static void test_cma_kube_list_objects__selectors_and_pages(void **state)
@@ -815,11 +744,11 @@ static void test_cma_kube_list_objects__selectors_and_pages(void **state)
     size_t l1, l2;
     char *page1 = read_fixture("pods-all-bert-limit2-page1.json", &l1);
     char *page2 = read_fixture("pods-all-bert-limit2-page2.json", &l2);
-    const char *bodies[] = {page1, page2};
-    const int statuses[] = {200, 200};
-    struct list_server s = {.bodies = bodies, .statuses = statuses, .n = 2};
-    list_server_start(&s);
-    struct cma_kube *k = list_server_client(&s);
+    const struct cma_fake_answer answers[] = {{.status = 200, .body = page1},
+                                              {.status = 200, .body = page2}};
+    struct cma_fake_http *s = cma_fake_http_start(answers, 2);
+    assert_non_null(s);
+    struct cma_kube *k = fake_client(s);
     struct cma_kube_object *objs = NULL;
     size_t n = 0;
     struct cma_err err;
@@ -828,16 +757,18 @@ static void test_cma_kube_list_objects__selectors_and_pages(void **state)
                                            "status.phase=Running,metadata.namespace=ml", &objs, &n,
                                            &err),
                      CMA_OK);
-    pthread_join(s.thread, NULL);
-    close(s.fd);
     assert_int_equal(n, 3);
     assert_string_equal(objs[1].name, "bert-1");
     assert_string_equal(objs[2].phase, "Running");
-    assert_string_equal(s.targets[0], "/api/v1/pods?labelSelector=app+in+%28bert%29&fieldSelector="
-                                      "status.phase%3DRunning%2Cmetadata.namespace%3Dml&limit=500");
-    assert_non_null(strstr(s.targets[1], "&limit=500&continue=eyJ2Ijoi"));
+    assert_int_equal(cma_fake_http_count(s), 2);
+    assert_string_equal(target_of(s, 0),
+                        "/api/v1/pods?labelSelector=app+in+%28bert%29&fieldSelector="
+                        "status.phase%3DRunning%2Cmetadata.namespace%3Dml&limit=500");
+    assert_non_null(strstr(target_of(s, 1), "&limit=500&continue=eyJ2Ijoi"));
+    assert_true(cma_fake_http_has_header(s, 0, "Authorization: Bearer t"));
     cma_kube_objects_free(objs, n);
     cma_kube_free(k);
+    cma_fake_http_stop(s);
     free(page1);
     free(page2);
 }
@@ -850,10 +781,11 @@ static void test_cma_kube_list_objects__empty_list_and_errors(void **state)
         "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":"
         "\"field label not supported: spec.x\",\"reason\":\"BadRequest\",\"code\":400}\n",
     };
-    const int statuses[] = {200, 400};
-    struct list_server s = {.bodies = bodies, .statuses = statuses, .n = 2};
-    list_server_start(&s);
-    struct cma_kube *k = list_server_client(&s);
+    const struct cma_fake_answer answers[] = {{.status = 200, .body = bodies[0]},
+                                              {.status = 400, .body = bodies[1]}};
+    struct cma_fake_http *s = cma_fake_http_start(answers, 2);
+    assert_non_null(s);
+    struct cma_kube *k = fake_client(s);
     struct cma_kube_object *objs = NULL;
     size_t n = 7;
     assert_int_equal(cma_kube_list_objects(k, NULL, "v1", "nodes", "", NULL, "", &objs, &n, NULL),
@@ -870,15 +802,15 @@ static void test_cma_kube_list_objects__empty_list_and_errors(void **state)
     assert_null(objs);
     assert_non_null(strstr(err.msg, "HTTP 400"));
     assert_non_null(strstr(err.msg, "field label not supported: spec.x"));
-    pthread_join(s.thread, NULL);
-    close(s.fd);
-    assert_string_equal(s.targets[0], "/api/v1/nodes?limit=500");
-    assert_string_equal(s.targets[1],
+    assert_string_equal(target_of(s, 0), "/api/v1/nodes?limit=500");
+    assert_string_equal(target_of(s, 1),
                         "/api/v1/namespaces/ml/pods?fieldSelector=spec.x%3D1&limit=500");
     cma_err_clear(&err);
     assert_int_equal(cma_kube_list_objects(k, "", "", "pods", NULL, NULL, NULL, &objs, &n, &err),
                      CMA_ERR_INTERNAL);
+    assert_int_equal(cma_fake_http_count(s), 2); /* refused before any request */
     cma_kube_free(k);
+    cma_fake_http_stop(s);
 }
 
 int main(void)

@@ -3,7 +3,8 @@
  * raw paths, query decoding, keep-alive, concurrency, body limits, client-certificate requests,
  * TLS versions and cipher suites, the self-signed certificate generator; and the connection
  * model: the worker pool (workpool.c), absolute deadlines (conntrack.c), 429 when every worker
- * is busy while probes still answer, per-client limits, invalid request targets and draining. */
+ * is busy while probes still answer, per-client limits, invalid request targets and draining.
+ * Loopback connections and file reads go through the shared helpers of fakehttp.h. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,6 +43,7 @@
 #include "cma/tls.h"
 
 #include "../../src/http/http_internal.h"
+#include "fakehttp.h"
 
 #define EXTRA_DNS "custom-metrics-adapter.monitoring.svc"
 
@@ -345,24 +347,16 @@ static X509 *read_leaf(const char *path)
 
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    struct cma_buf b;
-    cma_buf_init(&b, 0);
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        assert_int_equal(cma_buf_append(&b, chunk, n), CMA_OK);
-    fclose(f);
-    return cma_buf_take(&b);
+    char *text = cma_file_read(path, NULL);
+    if (!text)
+        fail_msg("cannot read %s", path);
+    return text;
 }
 
 static void write_file(const char *path, const char *content)
 {
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(content, f);
-    fclose(f);
+    if (!cma_file_write(path, content))
+        fail_msg("cannot write %s", path);
 }
 
 static void test_cma_tls_ensure_self_signed__creates_dirs_and_valid_pair(void **state)
@@ -1616,25 +1610,10 @@ struct raw_tls {
     SSL *ssl;
 };
 
-static int tcp_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    return fd;
-}
-
 /* TLS handshake on a new connection; max_version 0 = any. */
 static void raw_connect(int port, int max_version, struct raw_tls *t)
 {
-    t->fd = tcp_connect(port);
+    t->fd = cma_loopback_connect(port);
     assert_true(t->fd >= 0);
     t->ctx = SSL_CTX_new(TLS_client_method());
     assert_non_null(t->ctx);
@@ -1836,7 +1815,7 @@ static void test_cma_server_start__tls_handshake_deadline(void **state)
     struct cma_server *s = start_or_fail(&cfg);
     int port = cma_server_port(s);
     /* a client that connects and sends nothing is cut (libmicrohttpd alone waits 120 s) */
-    int idle = tcp_connect(port);
+    int idle = cma_loopback_connect(port);
     assert_true(idle >= 0);
     assert_true(peer_sees_eof(idle, 30000));
     close(idle);
@@ -1900,7 +1879,7 @@ static void test_cma_server_start__request_deadline_not_extended_by_traffic(void
  * connections are accepted in the order they were opened (two event loops race otherwise). */
 static int tcp_connect_tracked(struct cma_server *s, size_t expect)
 {
-    int fd = tcp_connect(cma_server_port(s));
+    int fd = cma_loopback_connect(cma_server_port(s));
     assert_true(fd >= 0);
     int64_t deadline = mono_ms() + 10000;
     struct cma_server_stats st;
@@ -1922,7 +1901,7 @@ static void test_cma_server_start__per_client_connection_limit(void **state)
     int port = cma_server_port(s);
     int a = tcp_connect_tracked(s, 1);
     int b = tcp_connect_tracked(s, 2);
-    int c = tcp_connect(port); /* accepted by the kernel, closed by the server */
+    int c = cma_loopback_connect(port); /* accepted by the kernel, closed by the server */
     assert_true(c >= 0);
     assert_true(peer_sees_eof(c, 10000));
     assert_false(peer_sees_eof(a, 200));
@@ -2024,7 +2003,7 @@ static void test_cma_server_drain__refuses_new_and_finishes_in_flight(void **sta
     assert_int_equal(pthread_create(&d.tid, NULL, bg_drain_main, &d), 0);
     assert_true(peer_sees_eof(idle, 10000));
     close(idle);
-    int fd = tcp_connect(port);
+    int fd = cma_loopback_connect(port);
     assert_int_equal(fd, -1);
     assert_int_equal(errno, ECONNREFUSED);
     assert_false(atomic_load(&d.done)); /* waits for /slow */
