@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # demo.sh: the README's first command. Builds the adapter (scripts/setup.sh), generates synthetic
-# NVIDIA DCGM GPU metrics, loads them into a local Prometheus, starts a fake kube-apiserver that
-# stands in for the cluster, starts the adapter with config/gpu-dcgm.yaml and shows what an HPA
-# reads: the discovery list, per-pod and per-node GPU utilisation. Everything binds 127.0.0.1 on
-# free ports and is stopped at the end, and on Ctrl-C.
+# NVIDIA DCGM GPU metrics and vLLM queue metrics, loads them into a local Prometheus, starts a fake
+# kube-apiserver that stands in for the cluster, starts the adapter with the rule packs
+# (config/packs: dcgm.yaml and inference.yaml) and shows what an HPA reads: the discovery list,
+# per-pod GPU utilisation and memory, per-node utilisation, and the inference queue depth per pod
+# and per model. Everything binds 127.0.0.1 on free ports and is stopped at the end, and on Ctrl-C.
 #   scripts/demo.sh          run through and stop
 #   scripts/demo.sh --keep   leave it all running, print commands to try; Ctrl-C stops it
 #   --no-setup               skip scripts/setup.sh (tree already built; CMA_BIN picks the binary)
@@ -57,9 +58,26 @@ jq -r '.series | map(select(.name == "DCGM_FI_DEV_GPU_UTIL" and .labels.pod != n
   | map("  \(.[0].labels.namespace)/\(.[0].labels.pod) on \(.[0].labels.Hostname): GPU util "
         + (map(.value | tostring + "%") | join(" + ")))[]' "$DCGM_DIR/expected.json"
 
+# vLLM's queue gauges for the bert pods, as a scrape of each pod would store them (synthetic, like
+# the GPU data: values constant over time, from the table below).
+python3 - "$DCGM_DIR/expected.json" "$DCGM_DIR/vllm.om" <<'EOF'
+import json, sys
+now = json.load(open(sys.argv[1]))["now"]
+pods = {"bert-0": (2, 4, 0.35), "bert-1": (7, 8, 0.82), "bert-2": (0, 3, 0.12)}
+with open(sys.argv[2], "w") as out:
+    for i, name in enumerate(("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:gpu_cache_usage_perc")):
+        out.write("# TYPE %s gauge\n" % name)
+        for t in range(now - 120, now + 3600, 60):
+            for pod, values in pods.items():
+                out.write('%s{namespace="ml",pod="%s",model_name="bert-intent"} %s %d\n' % (name, pod, values[i], t))
+    out.write("# EOF\n")
+EOF
+om_merge "$DCGM_DIR/demo.om" "$DCGM_DIR/dcgm.om" "$DCGM_DIR/vllm.om"
+say "  vLLM queue: bert-0 2 waiting, bert-1 7 waiting, bert-2 0 waiting (model bert-intent)"
+
 step "Prometheus $(prometheus --version 2>&1 | awk 'NR == 1 {print $3}') with that data backfilled"
-start_prometheus "$DCGM_DIR/dcgm.om" || die "Prometheus did not start"
-say "  $PROM_URL ($(prom_query 'count({__name__=~"DCGM_.*"})' | jq -r '.data.result[0].value[1]') DCGM series)"
+start_prometheus "$DCGM_DIR/demo.om" || die "Prometheus did not start"
+say "  $PROM_URL ($(prom_query 'count({__name__=~"DCGM_.*|vllm:.*"})' | jq -r '.data.result[0].value[1]') series)"
 
 step "Fake kube-apiserver"
 say "  There is no Kubernetes cluster here: tests/lib/fake_kube_apiserver.py stands in for it,"
@@ -67,32 +85,41 @@ say "  serving recorded kube-apiserver responses and the pods above (namespaces 
 start_fake_kube "$DCGM_DIR/pods.json" || die "the fake kube-apiserver did not start"
 say "  $KUBE_URL"
 
-step "custom-metrics-adapter with config/gpu-dcgm.yaml"
-start_adapter config/gpu-dcgm.yaml || die "the adapter did not start (log: $ADAPTER_LOG)"
+step "custom-metrics-adapter with the rule packs (--config=config/packs)"
+start_adapter config/packs || die "the adapter did not start (log: $ADAPTER_LOG)"
 say "  $ADAPTER_URL (pid $ADAPTER_PID); waiting for the first discovery..."
-if ! wait_discovery DCGM_FI_DEV_GPU_UTIL custom.metrics.k8s.io/v1beta1 60; then
+if ! wait_discovery gpu_utilization_percent custom.metrics.k8s.io/v1beta1 60 ||
+  ! wait_discovery inference_requests_waiting custom.metrics.k8s.io/v1beta1 60; then
   tail -n 30 "$ADAPTER_LOG" >&2
-  die "DCGM_FI_DEV_GPU_UTIL never appeared in discovery"
+  die "the packs' metrics never appeared in discovery"
 fi
 export KUBECONFIG=$ADAPTER_KUBECONFIG
 
 show "The metrics an HPA can use (discovery)" \
-  'kubectl get --raw /apis/custom.metrics.k8s.io/v1beta1 | jq'
+  'kubectl get --raw /apis/custom.metrics.k8s.io/v1beta1 | jq -r ".resources[].name"'
 show "GPU utilisation of the bert pods (an HPA's Pods metric: mean over each pod's GPUs)" \
-  'kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert" | jq'
+  'kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/*/gpu_utilization_percent?labelSelector=app%3Dbert" | jq -c ".items[] | {pod: .describedObject.name, value}"'
+show "GPU memory of the same pods, percent of their cards" \
+  'kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/*/gpu_memory_used_percent?labelSelector=app%3Dbert" | jq -c ".items[] | {pod: .describedObject.name, value}"'
+show "Inference queue depth of the same pods (vLLM requests waiting): the LLM-serving signal" \
+  'kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/*/inference_requests_waiting?labelSelector=app%3Dbert" | jq -c ".items[] | {pod: .describedObject.name, value}"'
+show "... and per model (external.metrics.k8s.io, model_name)" \
+  'kubectl get --raw "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/inference_requests_waiting?labelSelector=model_name%3Dbert-intent" | jq -c ".items[] | {model: .metricLabels.model_name, value}"'
 show "GPU utilisation per node (mean over all GPUs of the node, idle ones included)" \
-  'kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/nodes/*/DCGM_FI_DEV_GPU_UTIL" | jq'
+  'kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/nodes/gpu-node-2/gpu_utilization_percent" | jq -c ".items[] | {node: .describedObject.name, value}"'
 
 if [ "$keep" = 1 ]; then
   step "Still running. Try, in another terminal:"
   cat <<EOF
   export KUBECONFIG=$ADAPTER_KUBECONFIG
   kubectl get --raw /apis/custom.metrics.k8s.io/v1beta1 | jq
-  kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert" | jq
-  kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/vision/pods/*/DCGM_FI_DEV_FB_USED" | jq
-  kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/*/DCGM_FI_PROF_GR_ENGINE_ACTIVE" | jq
-  kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/metrics/DCGM_FI_DEV_FB_USED" | jq
-  kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/nodes/gpu-node-2/DCGM_FI_DEV_GPU_UTIL" | jq
+  kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/*/gpu_utilization_percent?labelSelector=app%3Dbert" | jq
+  kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/vision/pods/*/gpu_memory_used_bytes" | jq
+  kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/*/gpu_engine_active_percent" | jq
+  kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/metrics/gpu_memory_used_bytes" | jq
+  kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/*/inference_kv_cache_usage_percent" | jq
+  kubectl get --raw "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/inference_requests_waiting" | jq
+  kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/nodes/gpu-node-2/gpu_utilization_percent" | jq
   curl -s "$PROM_URL/api/v1/query" --data-urlencode 'query=DCGM_FI_DEV_GPU_UTIL' | jq
   tail -f $ADAPTER_LOG           # the adapter's log
   tail -f $KUBE_REQUEST_LOG      # what the adapter asked the fake kube-apiserver

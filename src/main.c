@@ -1,17 +1,22 @@
 /* main.c: the composition root: flags → config → rules → clients → catalog store + discovery
  * thread → HTTPS server; then waits for SIGTERM/SIGINT and tears everything down in reverse.
- * No logic of its own beyond wiring and start-up diagnostics. */
+ * No logic of its own beyond wiring and start-up diagnostics, and the log lines of what the
+ * layers below report instead of logging (client requests and credential rotations, the watch
+ * caches' events, a generated serving certificate). */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cma/app.h"
 #include "cma/auth.h"
 #include "cma/backend.h"
+#include "cma/backend_cache.h"
+#include "cma/backend_metrics.h"
 #include "cma/catalog.h"
 #include "cma/clock.h"
 #include "cma/config.h"
@@ -19,6 +24,7 @@
 #include "cma/kube.h"
 #include "cma/objcache.h"
 #include "cma/log.h"
+#include "cma/metrics.h"
 #include "cma/options.h"
 #include "cma/persist.h"
 #include "cma/prom.h"
@@ -56,18 +62,112 @@ static char *read_secret(const char *path)
     return strdup(buf);
 }
 
+/* ---- what the layers below report (they do not log; the lines are written here) --------- */
+
+/* How one client's reports are named in the log. */
+struct client_log {
+    const char *trace; /* request lines at --v=6: "prometheus", "kube" */
+    const char *creds; /* a refused credential rotation */
+};
+
+static const struct client_log PROM_LOG = {"prometheus", "prometheus credentials"};
+static const struct client_log KUBE_LOG = {"kube", "Kubernetes API credentials"};
+
+static void log_request(void *ctx, const struct cma_http_report *r)
+{
+    const struct client_log *l = ctx;
+    if (!cma_log_enabled(6))
+        return;
+    if (r->long_get_bytes)
+        cma_log_v(6, "%s %s: URL of %zu bytes is over %zu, sending POST", l->trace, r->what,
+                  r->long_get_bytes, r->max_get_bytes);
+    if (r->error)
+        cma_log_v(6, "%s %s %s -> %s (%lld ms)", l->trace, r->method, r->url, r->error,
+                  (long long)r->duration_ms);
+    else
+        cma_log_v(6, "%s %s %s -> %ld (%lld ms)", l->trace, r->method, r->url, r->status,
+                  (long long)r->duration_ms);
+}
+
+static void log_credentials(void *ctx, const struct cma_err *warning)
+{
+    const struct client_log *l = ctx;
+    cma_log_warn("%s: %s", l->creds, warning->msg);
+}
+
+static void log_answer(void *ctx, const struct cma_answer_report *a)
+{
+    const struct client_log *l = ctx;
+    if (cma_log_enabled(8))
+        cma_log_v(8, "%s %s body: %.*s", l->trace, a->api_path, (int)a->head_len, a->head);
+    if (a->decoded)
+        cma_log_v(6, "%s %s: %zu bytes, kept %zu of %zu series", l->trace, a->api_path, a->bytes,
+                  a->kept, a->seen);
+}
+
+static struct cma_client_notifier client_notifier(const struct client_log *l)
+{
+    return (struct cma_client_notifier){.on_request = log_request,
+                                        .on_credentials = log_credentials,
+                                        .on_answer = log_answer,
+                                        .ctx = (void *)l};
+}
+
+static void log_cache_event(void *ctx, const struct cma_objcache_event *ev)
+{
+    (void)ctx;
+    const char *why = ev->err ? ev->err->msg : "";
+    switch (ev->kind) {
+    case CMA_OBJCACHE_LIST_FAILED:
+        cma_log_warn("cache of %s: LIST failed (retry in %lld ms): %s", ev->resource,
+                     (long long)ev->retry_ms, why);
+        break;
+    case CMA_OBJCACHE_LISTED:
+        cma_log_v(4, "cache of %s: listed %zu objects at resourceVersion %s", ev->resource,
+                  ev->count, ev->resource_version);
+        break;
+    case CMA_OBJCACHE_GONE:
+        cma_log_v(2, "cache of %s: resourceVersion %s is gone: re-listing", ev->resource,
+                  ev->resource_version);
+        break;
+    case CMA_OBJCACHE_WATCH_REFUSED:
+        cma_log_warn("cache of %s: watch refused (HTTP %ld), using live LISTs: %s", ev->resource,
+                     ev->status, why);
+        break;
+    case CMA_OBJCACHE_WATCH_FAILED:
+        cma_log_warn("cache of %s: watch failed (reconnect in %lld ms): %s", ev->resource,
+                     (long long)ev->retry_ms, why);
+        break;
+    case CMA_OBJCACHE_START_FAILED:
+        cma_log_warn("cache of %s: %s (live LISTs instead)", ev->resource, why);
+        break;
+    }
+}
+
+/* A kube client that reports to the log (NULL stays NULL). */
+static struct cma_kube *logged_kube(struct cma_kube *k)
+{
+    struct cma_client_notifier n = client_notifier(&KUBE_LOG);
+    cma_kube_set_notifier(k, &n);
+    return k;
+}
+
 struct runtime {
     struct cma_options *opts;
     struct cma_config *cfg;
     struct cma_ruleset *rules;
     struct cma_prom *prom;
+    struct cma_metrics *metrics;               /* /metrics: every component records here */
+    struct cma_backend_measured backend_state; /* the Prometheus client, measured: */
+    struct cma_backend backend;                /* what the app and discovery call */
+    struct cma_backend_cache *query_cache; /* coalescing + --metrics-cache-ttl around backend: */
+    struct cma_backend cached_backend;     /* what the request handlers call */
     struct cma_kube *kube;
     struct cma_objcache_registry *caches; /* watch caches; one per resource, pods at start */
     struct cma_catalog_store *store;
     struct cma_persist *catalog_cache; /* NULL: --catalog-cache-file is off */
     struct cma_discovery *discovery;
     struct cma_server *server;
-    char *basic_password;
     struct cma_auth *auth;
     struct cma_kube *authn_kube, *authz_kube; /* NULL = rt->kube */
     struct auth_lists {
@@ -102,11 +202,24 @@ static void runtime_done(struct runtime *rt)
     cma_persist_free(rt->catalog_cache);
     cma_objcache_registry_free(rt->caches);
     cma_kube_free(rt->kube);
+    cma_backend_cache_free(rt->query_cache);
     cma_prom_free(rt->prom);
     cma_ruleset_free(rt->rules);
     cma_config_free(rt->cfg);
     cma_options_free(rt->opts);
-    free(rt->basic_password);
+    cma_metrics_free(rt->metrics);
+}
+
+/* The config files loaded, in merge order, as "a.yaml, b.yaml" (one file: its path as given). */
+static const char *config_files(const struct cma_config *cfg, char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < cfg->n_files && used < len; i++) {
+        int n = snprintf(out + used, len - used, "%s%s", i ? ", " : "", cfg->files[i]);
+        used += n > 0 ? (size_t)n : 0;
+    }
+    return out;
 }
 
 /* Logs the config's warnings (rules prometheus-adapter would load but cannot serve, ...): as
@@ -122,8 +235,9 @@ static int log_config_warnings(const struct runtime *rt)
             cma_log_warn("%s", rt->rules->warnings[i]);
     }
     if (strict && n > 0) {
+        char files[1024];
         cma_log_error("%s: %zu config warning%s and --strict-config: not starting",
-                      rt->opts->config, n, n == 1 ? "" : "s");
+                      config_files(rt->cfg, files, sizeof(files)), n, n == 1 ? "" : "s");
         return 1;
     }
     return 0;
@@ -133,12 +247,13 @@ static int load_rules(struct runtime *rt)
 {
     struct cma_err err;
     cma_err_clear(&err);
-    if (!rt->opts->config) {
+    if (rt->opts->n_configs == 0) {
         cma_log_error("no metrics discovery configuration file specified (make sure to use "
                       "--config)");
         return 1;
     }
-    if (cma_config_load_file(rt->opts->config, &rt->cfg, &err) != CMA_OK ||
+    if (cma_config_load_paths((const char *const *)rt->opts->configs, rt->opts->n_configs, &rt->cfg,
+                              &err) != CMA_OK ||
         cma_ruleset_compile(rt->cfg, &rt->rules, &err) != CMA_OK) {
         log_err(NULL, &err);
         return 1;
@@ -152,24 +267,58 @@ static int load_rules(struct runtime *rt)
     return 0;
 }
 
+/* Identical queries of the request handlers go to the backend once while in flight, and their
+ * answers are reused for --metrics-cache-ttl (discovery's series listings are not cached). */
+static int start_query_cache(struct runtime *rt)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_backend_cache_config cc = {
+        .ttl_ms = rt->opts->metrics_cache_ttl_ms,
+        .max_bytes = (size_t)rt->opts->metrics_cache_max_bytes,
+    };
+    struct cma_backend_cache *c = NULL;
+    if (cma_backend_cache_new(&cc, &c, &err) != CMA_OK ||
+        cma_backend_cache_wrap(c, &rt->backend, &rt->cached_backend, &err) != CMA_OK) {
+        cma_backend_cache_free(c);
+        log_err("query cache", &err);
+        return 1;
+    }
+    rt->query_cache = c;
+    cma_log_v(2, "query cache: --metrics-cache-ttl=%lldms, --metrics-cache-max-bytes=%lld",
+              (long long)rt->opts->metrics_cache_ttl_ms,
+              (long long)rt->opts->metrics_cache_max_bytes);
+    return 0;
+}
+
+/* The config reload metrics (Prometheus' own names): the load at start-up counts as the first
+ * successful one. Hot reload (issue 11 part 2) records each later attempt in the same families:
+ * custom_metrics_adapter_config_reloads_total{result="success"|"failure"}, and sets the other two
+ * after a success (the gauge to 0 after a failure). */
+static void register_reload_metrics(struct cma_metrics *m)
+{
+    static const char *const result[] = {"result"};
+    struct cma_metric *total = cma_metrics_counter(
+        m, "custom_metrics_adapter_config_reloads_total",
+        "Config reloads attempted after start-up, by result (success, failure).", result, 1);
+    cma_metric_add(total, (const char *const[]){"success"}, 0);
+    cma_metric_add(total, (const char *const[]){"failure"}, 0);
+    cma_metric_set(cma_metrics_gauge(m, "custom_metrics_adapter_config_last_reload_successful",
+                                     "Whether the last config load or reload succeeded (1) or "
+                                     "was refused, the previous config serving on (0).",
+                                     NULL, 0),
+                   NULL, 1);
+    cma_metric_set(
+        cma_metrics_gauge(m, "custom_metrics_adapter_config_last_reload_success_timestamp_seconds",
+                          "Unix time of the last successful config load or reload.", NULL, 0),
+        NULL, (double)cma_clock_wall_ms() / 1e3);
+}
+
 static int start_clients(struct runtime *rt)
 {
     struct cma_err err;
     cma_err_clear(&err);
     const struct cma_options *o = rt->opts;
-    if (o->prometheus_auth_config || o->prometheus_auth_incluster) {
-        cma_log_error("--prometheus-auth-config and --prometheus-auth-incluster are not supported "
-                      "yet; use --prometheus-token-file, --prometheus-basic-auth-username with "
-                      "--prometheus-basic-auth-password-file, --prometheus-ca-file and "
-                      "--prometheus-client-tls-cert-file/--prometheus-client-tls-key-file");
-        return 1;
-    }
-    if (o->prometheus_basic_auth_password_file &&
-        !(rt->basic_password = read_secret(o->prometheus_basic_auth_password_file))) {
-        cma_log_error("cannot read --prometheus-basic-auth-password-file %s: %s",
-                      o->prometheus_basic_auth_password_file, strerror(errno));
-        return 1;
-    }
     struct cma_prom_config pc = {
         .url = o->prometheus_url,
         .use_post = strcmp(o->prometheus_verb, "POST") == 0,
@@ -177,29 +326,40 @@ static int start_clients(struct runtime *rt)
         .n_headers = o->n_prometheus_headers,
         .token_file = o->prometheus_token_file,
         .basic_username = o->prometheus_basic_auth_username,
-        .basic_password = rt->basic_password,
+        .basic_password_file = o->prometheus_basic_auth_password_file,
         .ca_file = o->prometheus_ca_file,
         .client_cert_file = o->prometheus_client_tls_cert_file,
         .client_key_file = o->prometheus_client_tls_key_file,
         .insecure_skip_verify = o->prometheus_insecure_skip_tls_verify,
+        .auth_config = o->prometheus_auth_config,
+        .auth_incluster = o->prometheus_auth_incluster,
         .timeout_ms = o->prometheus_timeout_ms,
         .series_timeout_ms = o->prometheus_series_timeout_ms,
         .connect_timeout_ms = o->prometheus_connect_timeout_ms,
         .max_response_bytes = (size_t)o->prometheus_max_response_bytes,
         .max_bytes_in_flight = (size_t)o->prometheus_max_bytes_in_flight,
+        .notifier = client_notifier(&PROM_LOG),
     };
-    if (cma_prom_new(&pc, &rt->prom, &err) != CMA_OK) {
+    if (cma_metrics_new(&rt->metrics, &err) != CMA_OK ||
+        cma_prom_new(&pc, &rt->prom, &err) != CMA_OK) {
         log_err("prometheus client", &err);
         return 1;
     }
+    register_reload_metrics(rt->metrics);
+    struct cma_backend prom = cma_backend_prom(rt->prom);
+    rt->backend = cma_backend_measured(&prom, rt->metrics, &rt->backend_state);
+    if (start_query_cache(rt) != 0)
+        return 1;
     if (cma_kube_new(o->lister_kubeconfig, o->prometheus_timeout_ms, &rt->kube, &err) != CMA_OK) {
         log_err("kubernetes client", &err);
         return 1;
     }
+    logged_kube(rt->kube);
     cma_log_info("backend %s, kube-apiserver %s", cma_prom_url(rt->prom),
                  cma_kube_server(rt->kube));
     /* The pod watch cache (LIST+WATCH in its own thread); other resources' on first use. */
-    if (cma_objcache_registry_new(rt->kube, &rt->caches, &err) != CMA_OK) {
+    struct cma_objcache_observer cache_log = {.on_event = log_cache_event};
+    if (cma_objcache_registry_new_observed(rt->kube, &cache_log, &rt->caches, &err) != CMA_OK) {
         log_err("pod watch cache", &err);
         return 1;
     }
@@ -215,10 +375,24 @@ static char *own_namespace(void)
     return read_secret("/var/run/secrets/kubernetes.io/serviceaccount/namespace");
 }
 
-/* Self-signed certificate: localhost and loopback IPs (tls.c) plus the Service's DNS names. */
+/* The inode of path, 0 when there is none. */
+static ino_t inode_of(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+/* Self-signed certificate: localhost and loopback IPs (tls.c) plus the Service's DNS names.
+ * tls.c writes a new pair by rename into <cert_dir>/apiserver.crt (tls.h), so a certificate
+ * whose inode changed was generated now: that is logged here. */
 static enum cma_errc self_signed(const struct cma_options *o, char *cert, size_t cert_len,
                                  char *key, size_t key_len, struct cma_err *err)
 {
+    char before_path[1024];
+    size_t dlen = o->cert_dir ? strlen(o->cert_dir) : 0;
+    snprintf(before_path, sizeof(before_path), "%s%sapiserver.crt", o->cert_dir ? o->cert_dir : "",
+             dlen && o->cert_dir[dlen - 1] == '/' ? "" : "/");
+    ino_t before = inode_of(before_path);
     char names[4][512];
     const char *extra[4];
     size_t n = 0;
@@ -232,7 +406,11 @@ static enum cma_errc self_signed(const struct cma_options *o, char *cert, size_t
             extra[n] = names[n];
     }
     free(ns);
-    return cma_tls_ensure_self_signed(o->cert_dir, extra, n, cert, cert_len, key, key_len, err);
+    enum cma_errc rc =
+        cma_tls_ensure_self_signed(o->cert_dir, extra, n, cert, cert_len, key, key_len, err);
+    if (rc == CMA_OK && (before == 0 || inode_of(cert) != before))
+        cma_log_info("generated a self-signed serving certificate: %s, %s", cert, key);
+    return rc;
 }
 
 /* "a, b,,c" → {"a","b","c"}; false when out of memory. */
@@ -281,6 +459,8 @@ static int start_auth(struct runtime *rt)
         log_err("authentication/authorization kubeconfig", &err);
         return 1;
     }
+    logged_kube(rt->authn_kube);
+    logged_kube(rt->authz_kube);
     if (!split_commas(o->requestheader_allowed_names, &rt->allowed_names) ||
         !split_commas(o->requestheader_username_headers, &rt->user_headers) ||
         !split_commas(o->requestheader_group_headers, &rt->group_headers) ||
@@ -309,6 +489,7 @@ static int start_auth(struct runtime *rt)
         .n_always_allow_paths = rt->allow_paths.n,
         .authn_kube = rt->authn_kube ? rt->authn_kube : rt->kube,
         .authz_kube = rt->authz_kube ? rt->authz_kube : rt->kube,
+        .metrics = rt->metrics,
     };
     if (cma_auth_new(&ao, &rt->auth, &err) != CMA_OK) {
         log_err("delegated authentication", &err);
@@ -347,7 +528,28 @@ static void save_catalog(void *ctx, const struct cma_catalog *c)
         cma_log_v(2, "catalog cache: wrote %s", cma_persist_path(p));
 }
 
-/* The catalog cache's fingerprint: the config file's bytes and what decides which series a
+/* A further config file for the fingerprint: its name and bytes (NULL when unreadable). */
+static char *config_file_part(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = f ? open_memstream(&text, &len) : NULL;
+    bool ok = mem != NULL && fprintf(mem, "%s\n", path) >= 0; /* parts are C strings */
+    for (int c; ok && (c = fgetc(f)) != EOF;)
+        ok = fputc(c ? c : ' ', mem) != EOF;
+    if (mem && fclose(mem) != 0)
+        ok = false;
+    if (f)
+        fclose(f);
+    if (!ok) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* The catalog cache's fingerprint: the config files' bytes and what decides which series a
  * relist finds (backend URL and headers, the effective max age, the cluster). */
 static enum cma_errc cache_fingerprint(const struct runtime *rt,
                                        uint8_t fp[CMA_PERSIST_FINGERPRINT_LEN], struct cma_err *err)
@@ -357,16 +559,31 @@ static enum cma_errc cache_fingerprint(const struct runtime *rt,
         o->metrics_max_age_ms ? o->metrics_max_age_ms : o->metrics_relist_interval_ms;
     char max_age[32];
     snprintf(max_age, sizeof(max_age), "%lld", (long long)max_age_ms);
-    size_t n = 3 + o->n_prometheus_headers;
+    size_t n_more = rt->cfg->n_files - 1, n = 3 + o->n_prometheus_headers + n_more;
     const char **parts = calloc(n, sizeof(*parts));
-    if (!parts)
+    char **more = calloc(n_more + 1, sizeof(*more));
+    if (!parts || !more) {
+        free(parts);
+        free(more);
         return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
-    parts[0] = o->prometheus_url;
-    parts[1] = max_age;
-    parts[2] = cma_kube_server(rt->kube);
-    for (size_t i = 0; i < o->n_prometheus_headers; i++)
-        parts[3 + i] = o->prometheus_headers[i];
-    enum cma_errc rc = cma_persist_fingerprint(o->config, parts, n, fp, err);
+    }
+    enum cma_errc rc = CMA_OK;
+    for (size_t i = 0; rc == CMA_OK && i < n_more; i++)
+        if (!(more[i] = config_file_part(rt->cfg->files[i + 1])))
+            rc = cma_err_set(err, CMA_ERR_IO, "cannot read %s", rt->cfg->files[i + 1]);
+    if (rc == CMA_OK) {
+        parts[0] = o->prometheus_url;
+        parts[1] = max_age;
+        parts[2] = cma_kube_server(rt->kube);
+        for (size_t i = 0; i < o->n_prometheus_headers; i++)
+            parts[3 + i] = o->prometheus_headers[i];
+        for (size_t i = 0; i < n_more; i++)
+            parts[3 + o->n_prometheus_headers + i] = more[i];
+        rc = cma_persist_fingerprint(rt->cfg->files[0], parts, n, fp, err);
+    }
+    for (size_t i = 0; i < n_more; i++)
+        free(more[i]);
+    free(more);
     free(parts);
     return rc;
 }
@@ -417,7 +634,8 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         return 1;
     start_catalog_cache(rt);
     struct cma_discovery_config dc = {
-        .backend = cma_backend_prom(rt->prom),
+        .backend = rt->backend,
+        .metrics = rt->metrics,
         .kube = rt->kube,
         .rules = rt->rules,
         .store = rt->store,
@@ -454,7 +672,7 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         .auth = rt->auth,
         .opts = o,
         .rules = rt->rules,
-        .backend = cma_backend_prom(rt->prom),
+        .backend = rt->cached_backend,
         .kube = rt->kube,
         .caches = rt->caches,
         .store = rt->store,
@@ -463,6 +681,7 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         .serve_external = rt->rules->n_external_rules > 0 && !o->disable_external_metrics,
         .serve_resource = rt->rules->has_resource_rules && !o->disable_resource_metrics,
     };
+    cma_app_register_metrics(app, rt->metrics);
     struct cma_server_config sc = {
         .bind_address = o->bind_address,
         .port = o->secure_port,
@@ -543,15 +762,19 @@ int main(int argc, char **argv)
         return 0;
     }
     cma_log_set_verbosity(rt.opts->v);
+    enum cma_log_format format = CMA_LOG_FORMAT_TEXT;
+    if (cma_log_parse_format(rt.opts->logging_format, &format))
+        cma_log_set_format(format);
     if (load_rules(&rt) != 0) {
         runtime_done(&rt);
         return 1;
     }
     if (rt.opts->check_config) {
         size_t n_warnings = rt.rules->n_warnings;
-        printf("%s: OK: %zu rules, %zu externalRules, resourceRules %s", rt.opts->config,
-               rt.rules->n_rules, rt.rules->n_external_rules,
-               rt.rules->has_resource_rules ? "present" : "absent");
+        char files[4096];
+        printf("%s: OK: %zu rules, %zu externalRules, resourceRules %s",
+               config_files(rt.cfg, files, sizeof(files)), rt.rules->n_rules,
+               rt.rules->n_external_rules, rt.rules->has_resource_rules ? "present" : "absent");
         if (n_warnings > 0)
             printf("; %zu warning%s (on stderr)", n_warnings, n_warnings == 1 ? "" : "s");
         putchar('\n');

@@ -17,6 +17,8 @@ struct cma_discovery;
 struct cma_auth;
 struct cma_request;
 struct cma_response;
+struct cma_metrics;
+struct cma_metric;
 
 struct cma_app {
     const struct cma_options *opts;
@@ -31,7 +33,15 @@ struct cma_app {
     bool serve_resource; /* resourceRules present */
     int64_t started_wall_ms;
     struct cma_auth *auth; /* NULL = no authentication/authorization (--insecure-disable-auth) */
+    struct cma_metrics *metrics; /* /metrics and request metrics; NULL = 404, not measured */
+    /* private: set by cma_app_register_metrics() */
+    struct cma_metric *requests_total, *request_duration;
 };
+
+/* Sets app->metrics and registers the request metrics in it (kube-apiserver's
+ * apiserver_request_total and apiserver_request_duration_seconds). m may be NULL. Call before
+ * the server starts. */
+void cma_app_register_metrics(struct cma_app *app, struct cma_metrics *m);
 
 /* cma_handler_fn for the server: `app` is a struct cma_app. Thread-safe. */
 void cma_app_handle(void *app, const struct cma_request *req, struct cma_response *resp);

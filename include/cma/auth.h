@@ -15,6 +15,7 @@
 #include "cma/err.h"
 
 struct cma_kube;
+struct cma_metrics;
 struct cma_request;
 struct cma_route;
 
@@ -39,6 +40,9 @@ struct cma_auth_options {
     int64_t configmap_refresh_ms; /* 0 → 30 s */
     struct cma_kube *authn_kube;  /* TokenReview, ConfigMap; borrowed */
     struct cma_kube *authz_kube;  /* SubjectAccessReview; borrowed */
+    /* custom_metrics_adapter_authentication_attempts_total, ..._authorization_decisions_total,
+     * ..._auth_cache_requests_total are recorded here; NULL = not measured. Borrowed. */
+    struct cma_metrics *metrics;
 };
 
 struct cma_user_extra {

@@ -3,6 +3,7 @@
  * UnmarshalStrict: unknown keys, duplicate keys and wrong shapes stop the load with
  * "file:line:column: message". Semantic checks that need compiling (regexes, templates,
  * name.as) happen in rules/rule.c, which reports through the positions kept here.
+ * Several files (and directories of them) merge into one config: see cma_config_load_paths().
  * A loaded config is immutable; main owns it; thread-safe reads. */
 #ifndef CMA_CONFIG_H
 #define CMA_CONFIG_H
@@ -13,7 +14,7 @@
 #include "cma/err.h"
 
 struct cma_pos {
-    const char *file; /* borrowed from struct cma_config.file */
+    const char *file; /* borrowed from struct cma_config.files (the file the value is in) */
     unsigned line, column;
 };
 
@@ -79,7 +80,9 @@ struct cma_config_resource_rules {
 };
 
 struct cma_config {
-    char *file; /* path as given */
+    char *file;   /* the first file loaded (path as given, or directory/name) */
+    char **files; /* every file loaded, in merge order; files[0] == file */
+    size_t n_files;
     /* Things prometheus-adapter accepts that are probably not what the author meant, as
      * "file:line:column: message" lines (rules/rule.c adds them to the ruleset's warnings). */
     char **warnings;
@@ -102,6 +105,19 @@ enum cma_errc cma_config_load_file(const char *path, struct cma_config **ret,
                                    struct cma_err *reterr);
 enum cma_errc cma_config_load_string(const char *name, const char *text, size_t len,
                                      struct cma_config **ret, struct cma_err *reterr);
+/* Loads several paths into one config. A path naming a directory stands for its *.yaml and
+ * *.yml entries (regular files or links to them; names starting with '.' are skipped, as are
+ * ConfigMap mounts' ..data links) in byte order of their names; an empty directory is an error.
+ * Files merge in the order given: rules, externalRules and warnings are concatenated (so rule
+ * indexes run on across files) and every position names its own file. Errors, each with the
+ * position(s) involved: the same file loaded twice; resourceRules in two files; a metric served
+ * by rules of two different files for the same resource (custom rules: per override resource;
+ * external rules: by name, case-insensitively), when the name is known from the config alone
+ * (a constant name.as, or a seriesQuery selecting one metric name with no name regex and no
+ * seriesFilters). Duplicates within one file load as before (prometheus-adapter semantics).
+ * One path that is a file gives exactly what cma_config_load_file() gives. */
+enum cma_errc cma_config_load_paths(const char *const *paths, size_t n_paths,
+                                    struct cma_config **ret, struct cma_err *reterr);
 void cma_config_free(struct cma_config *cfg);
 
 #endif

@@ -15,13 +15,15 @@
 #include "cma/err.h"
 
 struct cma_kube;
+struct cma_metrics;
 struct cma_ruleset;
 struct cma_catalog_store;
 struct cma_restmapper;
 struct cma_catalog;
 
 struct cma_discovery_config {
-    struct cma_backend backend; /* where series come from (borrowed) */
+    struct cma_backend backend;  /* where series come from (borrowed) */
+    struct cma_metrics *metrics; /* relist metrics (custom_metrics_adapter_relist_*); NULL = off */
     struct cma_kube *kube;
     const struct cma_ruleset *rules;
     struct cma_catalog_store *store;

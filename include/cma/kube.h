@@ -6,7 +6,8 @@
  * insecure-skip-tls-verify; user client-certificate[-data] + client-key[-data], token, tokenFile,
  * username/password). Thread-safe (handle pool as in prom.c). Errors: unreachable →
  * CMA_ERR_KUBE_UNAVAILABLE; timeouts → CMA_ERR_KUBE_UNAVAILABLE; non-2xx → CMA_ERR_KUBE_ERROR with
- * the Status message (404 → CMA_ERR_NOT_FOUND). */
+ * the Status message (404 → CMA_ERR_NOT_FOUND; 429 and 5xx → CMA_ERR_KUBE_UNAVAILABLE). Nothing
+ * is logged: requests are reported to the notifier (cma_kube_set_notifier). */
 #ifndef CMA_KUBE_H
 #define CMA_KUBE_H
 
@@ -15,6 +16,7 @@
 #include <stdint.h>
 
 #include "cma/buf.h"
+#include "cma/credentials.h"
 #include "cma/err.h"
 
 struct cma_kube;
@@ -23,6 +25,10 @@ struct cma_kube;
 enum cma_errc cma_kube_new(const char *kubeconfig_path, int64_t timeout_ms, struct cma_kube **ret,
                            struct cma_err *reterr);
 void cma_kube_free(struct cma_kube *k);
+/* Where the client reports each request (client "kube") and a refused credential rotation
+ * (credentials.h); copied. Set it before the client is shared with other threads; NULL (the
+ * default) reports nothing. The client itself does not log. */
+void cma_kube_set_notifier(struct cma_kube *k, const struct cma_client_notifier *n);
 const char *cma_kube_server(const struct cma_kube *k);
 
 struct cma_api_resource {

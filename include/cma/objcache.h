@@ -2,12 +2,14 @@
  * from the list's resourceVersion, bookmarks, re-list on 410 Gone, reconnect with backoff; one
  * thread per watched resource). Keeps only namespace, name, labels and status.phase per object.
  * After the first sync lookups never wait on the kube API; when the API goes away the cache
- * keeps serving its last state. Thread-safe. */
+ * keeps serving its last state. Thread-safe. Nothing is logged here: the caches' events go to
+ * the registry's observer. */
 #ifndef CMA_OBJCACHE_H
 #define CMA_OBJCACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cma/err.h"
 
@@ -57,17 +59,59 @@ size_t cma_objcache_bytes(struct cma_objcache *c);
 size_t cma_objcache_lists(struct cma_objcache *c);
 size_t cma_objcache_watches(struct cma_objcache *c);
 
+/* ---- what the watch threads go through, for the layer that logs ---------------------------- */
+
+enum cma_objcache_event_kind {
+    CMA_OBJCACHE_LIST_FAILED,   /* err; the LIST is tried again after retry_ms */
+    CMA_OBJCACHE_LISTED,        /* count objects at resource_version */
+    CMA_OBJCACHE_GONE,          /* resource_version expired (410): re-listing */
+    CMA_OBJCACHE_WATCH_REFUSED, /* status (a 4xx), err: requests use live LISTs */
+    CMA_OBJCACHE_WATCH_FAILED,  /* err; the watch reconnects after retry_ms */
+    CMA_OBJCACHE_START_FAILED,  /* err: the cache cannot be made; requests use live LISTs */
+};
+
+/* One event of a cache. Pointers are borrowed for the call. */
+struct cma_objcache_event {
+    enum cma_objcache_event_kind kind;
+    const char *resource;         /* "pods" */
+    const char *resource_version; /* LISTED, GONE */
+    size_t count;                 /* LISTED */
+    long status;                  /* WATCH_REFUSED */
+    int64_t retry_ms;             /* LIST_FAILED, WATCH_FAILED */
+    const struct cma_err *err;    /* LIST_FAILED, WATCH_REFUSED, WATCH_FAILED, START_FAILED */
+};
+
+/* Called on the cache's thread (START_FAILED: on the thread asking for the cache); must not
+ * call into the registry. */
+struct cma_objcache_observer {
+    void (*on_event)(void *ctx, const struct cma_objcache_event *ev);
+    void *ctx;
+};
+
 /* ---- the app's caches (one per resource), for the request path ---------------------------- */
 
 /* The set of watch caches of one app, held by it (no process-global state). Thread-safe. */
 struct cma_objcache_registry;
 
-/* Creates the registry for `kube` (borrowed: must outlive it) and starts the pods cache.
- * Caller owns: cma_objcache_registry_free(). */
+/* Creates the registry for `kube` (borrowed: must outlive it) and starts the pods cache; every
+ * cache's events go to `observer` (copied; NULL: nowhere). Caller owns:
+ * cma_objcache_registry_free(). */
+enum cma_errc cma_objcache_registry_new_observed(struct cma_kube *kube,
+                                                 const struct cma_objcache_observer *observer,
+                                                 struct cma_objcache_registry **ret,
+                                                 struct cma_err *reterr);
+/* The same without an observer (events are dropped). */
 enum cma_errc cma_objcache_registry_new(struct cma_kube *kube, struct cma_objcache_registry **ret,
                                         struct cma_err *reterr);
 /* Stops every cache's thread and frees them all; NULL is fine. */
 void cma_objcache_registry_free(struct cma_objcache_registry *r);
+/* Calls fn(ctx, cache, group, version, resource) for every cache of r ("" group = core), under
+ * the registry's lock: fn may read the cache (cma_objcache_count, ...) but not call into r.
+ * NULL r calls nothing. For /metrics. */
+void cma_objcache_registry_each(struct cma_objcache_registry *r,
+                                void (*fn)(void *ctx, struct cma_objcache *c, const char *group,
+                                           const char *version, const char *resource),
+                                void *ctx);
 /* The cache of group/version/resource, created and started on first use; NULL when r is NULL or
  * the cache cannot be made. Valid until cma_objcache_registry_free(). */
 struct cma_objcache *cma_objcache_registry_get(struct cma_objcache_registry *r, const char *group,

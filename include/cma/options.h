@@ -12,10 +12,13 @@
 
 struct cma_options {
     /* adapter */
-    char *config;                       /* --config (required unless --help/--version) */
+    char **configs;   /* --config, repeatable: files and directories, merged in this order */
+    size_t n_configs; /* (required unless --help/--version) */
     int64_t metrics_relist_interval_ms; /* --metrics-relist-interval, default 10m */
     int64_t metrics_max_age_ms;         /* --metrics-max-age, default 0 = relist interval */
     char *catalog_cache_file;           /* --catalog-cache-file; NULL or "" = off */
+    int64_t metrics_cache_ttl_ms;       /* --metrics-cache-ttl, default 5s; 0 = no cache */
+    int64_t metrics_cache_max_bytes;    /* --metrics-cache-max-bytes, default 8Mi */
     /* backend */
     char *prometheus_url;      /* --prometheus-url, default https://localhost */
     char *prometheus_verb;     /* --prometheus-verb GET|POST, default GET */
@@ -77,6 +80,7 @@ struct cma_options {
     bool insecure_disable_auth;                              /* --insecure-disable-auth */
     /* logging */
     int v;                     /* --v */
+    char *logging_format;      /* --logging-format: "text" (default) or "json" */
     bool help;                 /* --help / -h */
     bool check_config;         /* --check-config: load and compile the config, then exit */
     bool strict_config;        /* --strict-config: config warnings are fatal */

@@ -20,8 +20,9 @@
  * whose kept samples alone need more than the whole budget → CMA_ERR_TOO_LARGE (refused as soon
  * as it is known: from Content-Length, else while it streams); kept samples that do not fit in
  * what other queries leave of the budget → CMA_ERR_TOO_MANY_REQUESTS (retry shortly).
- * At --v=6 each request logs method, URL (without credentials) and status; at --v=8 the body's
- * first 4 KiB. */
+ * Nothing is logged here: each request (method, URL without credentials, status, duration,
+ * bytes) and each query answer (its first 4 KiB, the series kept) go to the config's notifier,
+ * and main logs them (--v=6, --v=8). */
 #ifndef CMA_PROM_H
 #define CMA_PROM_H
 
@@ -30,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cma/credentials.h"
 #include "cma/err.h"
 
 struct cma_prom_config {
@@ -37,19 +39,33 @@ struct cma_prom_config {
     bool use_post;   /* --prometheus-verb=POST */
     const char *const *headers; /* "Key=Value" strings (split on the first '='), repeatable */
     size_t n_headers;
-    const char *token_file;     /* bearer token file, read at start and trimmed; NULL = none */
-    const char *basic_username; /* basic auth; NULL = none */
-    const char *basic_password;
-    const char *ca_file;          /* NULL = system CAs */
-    const char *client_cert_file; /* mTLS client certificate; needs client_key_file */
+    /* Credentials: every file is read and checked at creation and read again whenever it
+     * changes (credentials.h). Explicit settings win over auth_config / auth_incluster setting
+     * by setting; one credential goes in Authorization (token_file, else basic auth, else the
+     * kubeconfig's or service account's token or basic auth). */
+    const char *token_file;          /* bearer token file, trimmed; NULL = none */
+    const char *basic_username;      /* basic auth; NULL = none; not with token_file */
+    const char *basic_password;      /* fixed password, or: */
+    const char *basic_password_file; /* the password's file (trailing newline dropped) */
+    const char *ca_file;             /* NULL = the kubeconfig's, else system CAs */
+    const char *client_cert_file;    /* mTLS client certificate; needs client_key_file */
     const char *client_key_file;
     bool insecure_skip_verify;
-    int64_t timeout_ms;         /* total per query; 0 = 10 s */
-    int64_t series_timeout_ms;  /* total per series listing; 0 = 30 s (the DEFAULT below) */
-    int64_t connect_timeout_ms; /* 0 = 3 s */
+    const char *auth_config; /* --prometheus-auth-config: kubeconfig whose current context gives
+                                CA, insecure-skip-tls-verify, client cert/key, token[File], basic
+                                auth (its server is not used); NULL = none */
+    bool auth_incluster;     /* --prometheus-auth-incluster: the pod's service-account token
+                                and ca.crt; not with auth_config */
+    const char *service_account_dir; /* NULL = /var/run/secrets/kubernetes.io/serviceaccount */
+    int64_t timeout_ms;              /* total per query; 0 = 10 s */
+    int64_t series_timeout_ms;       /* total per series listing; 0 = 30 s (the DEFAULT below) */
+    int64_t connect_timeout_ms;      /* 0 = 3 s */
     size_t max_response_bytes;  /* ceiling on a query answer's (decompressed) bytes; 0 = 64 MiB */
     size_t max_bytes_in_flight; /* the budget: 0 = CMA_PROM_DEFAULT_MAX_BYTES_IN_FLIGHT */
     size_t max_get_url_bytes;   /* longer queries go as POST; 0 = 8 KiB */
+    /* Where each request (client "prometheus"), each query answer and a refused credential
+     * rotation are reported (credentials.h); copied. Zeroed: nothing is reported. */
+    struct cma_client_notifier notifier;
 };
 
 #define CMA_PROM_DEFAULT_SERIES_TIMEOUT_MS 30000
@@ -75,8 +91,10 @@ struct cma_label_view {
     size_t value_len;
 };
 
-/* Copies everything it needs from cfg. Reads the token file now (CMA_ERR_IO if unreadable) and
- * checks that the CA and client cert/key files are readable. Caller owns: cma_prom_free(). */
+/* Copies everything it needs from cfg. Reads every credential file now: CMA_ERR_IO when one
+ * cannot be read, CMA_ERR_TLS when a CA, certificate or key does not parse or the key does not
+ * match the certificate, CMA_ERR_FLAG for contradicting settings; the message names the flag
+ * (or the kubeconfig and its field), the path and the reason. Caller owns: cma_prom_free(). */
 enum cma_errc cma_prom_new(const struct cma_prom_config *cfg, struct cma_prom **ret,
                            struct cma_err *reterr);
 void cma_prom_free(struct cma_prom *p);

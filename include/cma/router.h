@@ -1,7 +1,8 @@
 /* router.h: Kubernetes API paths of the three metrics groups → a parsed route. Paths arrive
  * raw (percent-encoded as the aggregator sends them); each segment is percent-decoded here
  * (no '+' → space in paths). A declarative table maps path shapes to route kinds.
- * Pure; thread-safe. */
+ * Pure; thread-safe. Also the request arena's contract (the routing layer's per-request memory,
+ * below). */
 #ifndef CMA_ROUTER_H
 #define CMA_ROUTER_H
 
@@ -52,5 +53,28 @@ struct cma_route {
  * segment. Caller owns *ret: cma_route_free(). */
 enum cma_errc cma_router_parse(const char *path, struct cma_route **ret, struct cma_err *reterr);
 void cma_route_free(struct cma_route *r);
+
+/* ---- the request arena ----
+ * Every request the server receives gets an arena (cma/arena.h) when its request line arrives;
+ * the server frees it once the response has been sent (or the connection dropped). Handlers
+ * allocate their per-request temporaries there and hand other stages' per-request objects to
+ * it with cma_arena_defer(), so they free nothing by hand. Defined in server.c. */
+
+/* A request may hold this much arena memory; past it an allocation fails with
+ * CMA_ERR_TOO_LARGE and the handler answers 500 (and logs why). A by-selector answer's arrays
+ * take under 200 bytes per object (pointers plus the encoder's item structs, 72-80 bytes), so
+ * 32 MiB serves well over 100,000 objects; it is half the response body's own ceiling
+ * (CMA_BUF_DEFAULT_MAX). Lists from kube and the backend's answers are handed over with
+ * cma_arena_defer() and not counted. A build may set it lower
+ * (-DCMA_REQUEST_ARENA_MAX_BYTES=...) to see that path. */
+#ifndef CMA_REQUEST_ARENA_MAX_BYTES
+#define CMA_REQUEST_ARENA_MAX_BYTES ((size_t)32 << 20)
+#endif
+
+struct cma_request;
+struct cma_arena;
+/* The arena of a request the server made; NULL for a request built by hand (unit tests:
+ * req->conn is NULL), for which the caller brings its own. */
+struct cma_arena *cma_request_arena(const struct cma_request *req);
 
 #endif

@@ -25,6 +25,10 @@ char *cma_duration_format(int64_t ms, char *out, size_t out_len);
 
 /* The value of one hexadecimal digit (0-9, a-f, A-F), or -1 for any other byte. */
 int cma_hex_digit(int c);
+/* The byte a percent-escape "%XX" starting at s[i] stands for (0 to 255), or -1 when s[i + 1]
+ * and s[i + 2] are not both hex digits inside s[0..len). The one escape decoder of the project:
+ * cma_percent_decode(), request paths (router.c) and requestheader extras (authn.c) use it. */
+int cma_percent_escape(const char *s, size_t len, size_t i);
 
 /* Percent-decodes src[0..len) into a new string; if plus_is_space, '+' becomes ' ' (query
  * strings). Malformed escapes give CMA_ERR_BAD_REQUEST; a decoded NUL byte is rejected. */

@@ -6,12 +6,15 @@
  * timestamp is the sample's. The answer is decoded as a stream that keeps only the samples whose
  * resource label names one of the requested objects, so a query that returns far more series
  * than asked for costs memory only for those. Errors are Status JSON with the code of the cause
- * (cma_api_fail). */
+ * (cma_api_fail). Per-request memory (selectors, names, PromQL, the answer, the items) lives in
+ * the request arena: nothing here is freed by hand. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_internal.h"
+#include "cma/arena.h"
+#include "cma/buf.h"
 #include "cma/catalog.h"
 #include "cma/clock.h"
 #include "cma/discovery.h"
@@ -30,6 +33,7 @@
 #include "cma/server.h"
 
 struct custom_request {
+    struct cma_arena *arena; /* the request's: everything below lives as long as it */
     const struct cma_api_resource *resource;
     const char *namespace_; /* NULL for root-scoped */
     const char *name;       /* object name or "*" */
@@ -41,17 +45,9 @@ struct custom_request {
     size_t n_names;
 };
 
-static void custom_request_done(struct custom_request *cr)
-{
-    cma_selector_free(cr->label_selector);
-    cma_selector_free(cr->metric_selector);
-    for (size_t i = 0; i < cr->n_names; i++)
-        free(cr->names[i]);
-    free(cr->names);
-}
-
-static enum cma_errc parse_selector(const struct cma_request *req, const char *param,
-                                    struct cma_selector **ret, struct cma_err *err)
+static enum cma_errc parse_selector(struct custom_request *cr, const struct cma_request *req,
+                                    const char *param, struct cma_selector **ret,
+                                    struct cma_err *err)
 {
     const char *text = cma_request_query(req, param);
     if (!text)
@@ -60,7 +56,7 @@ static enum cma_errc parse_selector(const struct cma_request *req, const char *p
         cma_err_prefix(err, "invalid %s \"%s\": ", param, text);
         return err->code;
     }
-    return CMA_OK;
+    return cma_api_adopt(cr->arena, cma_api_free_selector, *ret, err);
 }
 
 /* Fills cr->names: the one named object, or the objects matching labelSelector. */
@@ -68,9 +64,10 @@ static enum cma_errc resolve_names(struct cma_app *app, struct custom_request *c
                                    struct cma_err *err)
 {
     if (strcmp(cr->name, "*") != 0) {
-        cr->names = malloc(sizeof(*cr->names));
-        if (!cr->names || !(cr->names[0] = strdup(cr->name)))
-            return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+        cr->names = cma_api_array(cr->arena, 1, sizeof(*cr->names), err);
+        if (!cr->names)
+            return cma_api_arena_rc(cr->arena);
+        cr->names[0] = (char *)cr->name; /* the route's, which lives as long as the request */
         cr->n_names = 1;
         return CMA_OK;
     }
@@ -82,21 +79,21 @@ static enum cma_errc resolve_names(struct cma_app *app, struct custom_request *c
                                                     &cr->names, &cr->n_names, err);
         if (crc != CMA_OK)
             cma_err_prefix(err, "unable to list matching %s: ", cr->gr);
-        return crc;
+        return crc == CMA_OK ? cma_api_adopt_names(cr->arena, cr->names, cr->n_names, err) : crc;
     }
-    struct cma_buf sel;
-    cma_buf_init(&sel, 64 * 1024);
-    enum cma_errc rc = cma_selector_format(cr->label_selector, &sel);
+    struct cma_buf *sel = cma_api_buf(cr->arena, 64 * 1024, err);
+    if (!sel)
+        return cma_api_arena_rc(cr->arena);
+    enum cma_errc rc = cma_selector_format(cr->label_selector, sel);
     if (rc != CMA_OK)
         cma_err_set(err, rc, "labelSelector: %s", cma_errc_meaning(rc));
     if (rc == CMA_OK)
         rc = cma_kube_list_names(app->kube, cr->resource->group, cr->resource->version,
-                                 cr->resource->resource, cr->namespace_, cma_buf_str(&sel),
+                                 cr->resource->resource, cr->namespace_, cma_buf_str(sel),
                                  &cr->names, &cr->n_names, err);
     if (rc != CMA_OK)
         cma_err_prefix(err, "unable to list matching %s: ", cr->gr);
-    cma_buf_done(&sel);
-    return rc;
+    return rc == CMA_OK ? cma_api_adopt_names(cr->arena, cr->names, cr->n_names, err) : rc;
 }
 
 /* Index of `value` in names, or -1. */
@@ -122,11 +119,12 @@ struct keep_names {
 };
 
 /* A sorted copy of the request's name pointers (names stay owned by cr). */
-static enum cma_errc sorted_names(const struct custom_request *cr, const char ***ret)
+static enum cma_errc sorted_names(const struct custom_request *cr, const char ***ret,
+                                  struct cma_err *err)
 {
-    const char **sorted = calloc(cr->n_names + 1, sizeof(*sorted));
+    const char **sorted = cma_api_array(cr->arena, cr->n_names + 1, sizeof(*sorted), err);
     if (!sorted)
-        return CMA_ERR_NOMEM;
+        return cma_api_arena_rc(cr->arena);
     for (size_t i = 0; i < cr->n_names; i++)
         sorted[i] = cr->names[i];
     qsort(sorted, cr->n_names, sizeof(*sorted), cmp_str_ptrs);
@@ -148,13 +146,12 @@ static enum cma_errc encode_samples(const struct custom_request *cr,
                                     enum cma_custom_version ver, struct cma_response *resp,
                                     struct cma_err *err)
 {
-    const struct cma_sample **by_name = calloc(cr->n_names + 1, sizeof(*by_name));
-    struct cma_metric_value *items = calloc(cr->n_names + 1, sizeof(*items));
-    if (!by_name || !items) {
-        free(by_name);
-        free(items);
-        return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
-    }
+    const struct cma_sample **by_name =
+        cma_api_array(cr->arena, cr->n_names + 1, sizeof(*by_name), err);
+    struct cma_metric_value *items =
+        by_name ? cma_api_array(cr->arena, cr->n_names + 1, sizeof(*items), err) : NULL;
+    if (!items)
+        return cma_api_arena_rc(cr->arena);
     for (size_t i = 0; i < result->n_samples; i++) {
         const struct cma_sample *s = &result->samples[i];
         const char *v = cma_sample_label(s, res_label);
@@ -191,8 +188,6 @@ static enum cma_errc encode_samples(const struct custom_request *cr,
     else
         rc = cma_encode_metric_value_list(ver, items, n_items, cr->metric_selector, &resp->body,
                                           err);
-    free(items);
-    free(by_name);
     return rc;
 }
 
@@ -201,9 +196,10 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
                                       struct cma_restmapper *mapper, enum cma_custom_version ver,
                                       struct cma_response *resp, struct cma_err *err)
 {
-    struct cma_buf promql, res_label;
-    cma_buf_init(&promql, 1 << 20);
-    cma_buf_init(&res_label, 4096);
+    struct cma_buf *promql = cma_api_buf(cr->arena, 1 << 20, err);
+    struct cma_buf *res_label = promql ? cma_api_buf(cr->arena, 4096, err) : NULL;
+    if (!res_label)
+        return cma_api_arena_rc(cr->arena);
     struct cma_query_input in = {
         .tmpl = entry->rule->metrics_query,
         .resmap = entry->rule->resmap,
@@ -219,19 +215,18 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
     struct keep_names keep = {.n = cr->n_names};
     enum cma_errc rc = cma_rule_servable(entry->rule, err); /* a rule loaded with a problem */
     if (rc == CMA_OK)
-        rc = cma_query_build(&in, &promql, &res_label, err);
+        rc = cma_query_build(&in, promql, res_label, err);
+    if (rc == CMA_OK)
+        rc = sorted_names(cr, &keep.sorted, err);
     if (rc == CMA_OK) {
-        rc = sorted_names(cr, &keep.sorted);
-        if (rc != CMA_OK)
-            cma_err_set(err, rc, "out of memory");
-    }
-    if (rc == CMA_OK) {
-        keep.label = cma_buf_str(&res_label);
-        cma_log_v(5, "custom metric %s/%s: %s", cr->gr, cr->metric, cma_buf_str(&promql));
-        rc = cma_backend_query(&app->backend, cma_buf_str(&promql), cma_clock_wall_ms(), keep_named,
+        keep.label = cma_buf_str(res_label);
+        cma_log_v(5, "custom metric %s/%s: %s", cr->gr, cr->metric, cma_buf_str(promql));
+        rc = cma_backend_query(&app->backend, cma_buf_str(promql), cma_clock_wall_ms(), keep_named,
                                &keep, &result, err);
         if (rc != CMA_OK)
             cma_err_prefix(err, "unable to fetch metrics from prometheus: ");
+        else
+            rc = cma_api_adopt(cr->arena, cma_api_free_result, result, err);
     }
     if (rc == CMA_OK && result->type != CMA_PROM_VECTOR)
         rc = cma_err_set(err, CMA_ERR_BACKEND_RESPONSE,
@@ -239,20 +234,17 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
                          "metricsQuery",
                          cr->metric);
     if (rc == CMA_OK)
-        rc = encode_samples(cr, result, cma_buf_str(&res_label), ver, resp, err);
-    free(keep.sorted);
-    cma_prom_result_free(result);
-    cma_buf_done(&promql);
-    cma_buf_done(&res_label);
+        rc = encode_samples(cr, result, cma_buf_str(res_label), ver, resp, err);
     return rc;
 }
 
 void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
-                    const struct cma_request *req, struct cma_response *resp)
+                    const struct cma_request *req, struct cma_arena *arena,
+                    struct cma_response *resp)
 {
     struct cma_err err;
     cma_err_clear(&err);
-    struct custom_request cr = {0};
+    struct custom_request cr = {.arena = arena};
     enum cma_custom_version ver =
         strcmp(route->version, "v1beta2") == 0 ? CMA_CUSTOM_V1BETA2 : CMA_CUSTOM_V1BETA1;
     if (!cat) {
@@ -292,9 +284,9 @@ void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct c
         rc = cma_err_set(&err, CMA_ERR_NOT_FOUND, "the server could not find the metric %s for %s",
                          route->metric, cr.resource ? cr.gr : route->resource);
     if (rc == CMA_OK && strcmp(cr.name, "*") == 0)
-        rc = parse_selector(req, "labelSelector", &cr.label_selector, &err);
+        rc = parse_selector(&cr, req, "labelSelector", &cr.label_selector, &err);
     if (rc == CMA_OK)
-        rc = parse_selector(req, "metricLabelSelector", &cr.metric_selector, &err);
+        rc = parse_selector(&cr, req, "metricLabelSelector", &cr.metric_selector, &err);
     if (rc == CMA_OK)
         rc = resolve_names(app, &cr, &err);
     if (rc == CMA_OK && cr.n_names == 0) /* no object matches: an honest empty list */
@@ -303,5 +295,4 @@ void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct c
         rc = query_and_encode(app, &cr, entry, mapper, ver, resp, &err);
     if (rc != CMA_OK)
         cma_api_fail(resp, req, rc, &err);
-    custom_request_done(&cr);
 }

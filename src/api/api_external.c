@@ -16,11 +16,14 @@
  * - Status codes: gt/lt in labelSelector and a malformed labelSelector are 400 (upstream: 500);
  *   backend failures keep their cause (503 unreachable, 504 timeout, 500 error) instead of a
  *   blanket 500; a scalar result has metricLabels {} (upstream: null); a matrix or string result
- *   names the metric and the fix; an unknown metric names the namespace. */
+ *   names the metric and the fix; an unknown metric names the namespace.
+ * - Memory: the selector, PromQL, the answer and the items live in the request arena. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_internal.h"
+#include "cma/arena.h"
+#include "cma/buf.h"
 #include "cma/catalog.h"
 #include "cma/clock.h"
 #include "cma/discovery.h"
@@ -66,9 +69,9 @@ static const char *result_type_name(enum cma_prom_result_type t)
 }
 
 /* Turns a vector or scalar result into items and encodes them. Label arrays point into result. */
-static enum cma_errc encode_result(const struct cma_catalog_entry *entry, const char *namespace_,
-                                   const struct cma_prom_result *result, struct cma_buf *out,
-                                   struct cma_err *err)
+static enum cma_errc encode_result(struct cma_arena *arena, const struct cma_catalog_entry *entry,
+                                   const char *namespace_, const struct cma_prom_result *result,
+                                   struct cma_buf *out, struct cma_err *err)
 {
     if (result->type != CMA_PROM_VECTOR && result->type != CMA_PROM_SCALAR)
         return cma_err_set(err, CMA_ERR_RULE,
@@ -78,16 +81,14 @@ static enum cma_errc encode_result(const struct cma_catalog_entry *entry, const 
     size_t n_labels = 0;
     for (size_t i = 0; i < result->n_samples; i++)
         n_labels += result->samples[i].n_labels;
-    struct cma_external_metric_value *items = calloc(result->n_samples + 1, sizeof(*items));
-    const char **names = calloc(n_labels + 1, sizeof(*names));
-    const char **values = calloc(n_labels + 1, sizeof(*values));
-    enum cma_errc rc = CMA_OK;
-    if (!items || !names || !values) {
-        cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
-        rc = CMA_ERR_NOMEM;
-    }
+    struct cma_external_metric_value *items =
+        cma_api_array(arena, result->n_samples + 1, sizeof(*items), err);
+    const char **names = items ? cma_api_array(arena, n_labels + 1, sizeof(*names), err) : NULL;
+    const char **values = names ? cma_api_array(arena, n_labels + 1, sizeof(*values), err) : NULL;
+    if (!values)
+        return cma_api_arena_rc(arena);
     size_t n_items = 0, used = 0;
-    for (size_t i = 0; rc == CMA_OK && i < result->n_samples; i++) {
+    for (size_t i = 0; i < result->n_samples; i++) {
         const struct cma_sample *s = &result->samples[i];
         int64_t milli;
         if (!cma_quantity_milli_from_double(s->value, &milli)) {
@@ -108,21 +109,18 @@ static enum cma_errc encode_result(const struct cma_catalog_entry *entry, const 
         item->timestamp_ms = s->timestamp_ms;
         item->value_milli = milli;
     }
-    if (rc == CMA_OK)
-        rc = cma_encode_external_metric_value_list(items, n_items, out, err);
-    free(items);
-    free(names);
-    free(values);
-    return rc;
+    return cma_encode_external_metric_value_list(items, n_items, out, err);
 }
 
 static enum cma_errc query_and_encode(struct cma_app *app, struct cma_catalog *cat,
+                                      struct cma_arena *arena,
                                       const struct cma_catalog_entry *entry, const char *namespace_,
                                       const struct cma_selector *selector,
                                       struct cma_response *resp, struct cma_err *err)
 {
-    struct cma_buf promql;
-    cma_buf_init(&promql, 1 << 20);
+    struct cma_buf *promql = cma_api_buf(arena, 1 << 20, err);
+    if (!promql)
+        return cma_api_arena_rc(arena);
     struct cma_query_input in = {
         .tmpl = entry->rule->metrics_query,
         .resmap = entry->rule->resmap,
@@ -135,25 +133,26 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct cma_catalog *c
     struct cma_prom_result *result = NULL;
     enum cma_errc rc = cma_rule_servable(entry->rule, err); /* a rule loaded with a problem */
     if (rc == CMA_OK)
-        rc = cma_query_build(&in, &promql, NULL, err);
+        rc = cma_query_build(&in, promql, NULL, err);
     if (rc == CMA_OK) {
         cma_log_v(5, "external metric %s in namespace %s: %s", entry->metric, namespace_,
-                  cma_buf_str(&promql));
+                  cma_buf_str(promql));
         /* every series is an item of the answer: all are kept (the budget bounds them) */
-        rc = cma_backend_query(&app->backend, cma_buf_str(&promql), cma_clock_wall_ms(), NULL, NULL,
+        rc = cma_backend_query(&app->backend, cma_buf_str(promql), cma_clock_wall_ms(), NULL, NULL,
                                &result, err);
         if (rc != CMA_OK)
             cma_err_prefix(err, "unable to fetch metrics from prometheus: ");
+        else
+            rc = cma_api_adopt(arena, cma_api_free_result, result, err);
     }
     if (rc == CMA_OK)
-        rc = encode_result(entry, namespace_, result, &resp->body, err);
-    cma_prom_result_free(result);
-    cma_buf_done(&promql);
+        rc = encode_result(arena, entry, namespace_, result, &resp->body, err);
     return rc;
 }
 
 void cma_api_external(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
-                      const struct cma_request *req, struct cma_response *resp)
+                      const struct cma_request *req, struct cma_arena *arena,
+                      struct cma_response *resp)
 {
     if (!cat) {
         reply_no_catalog(app, resp);
@@ -177,9 +176,10 @@ void cma_api_external(struct cma_app *app, struct cma_catalog *cat, const struct
     enum cma_errc rc = cma_selector_parse(text, strlen(text), &selector, &err);
     if (rc != CMA_OK)
         cma_err_prefix(&err, "invalid labelSelector \"%s\": ", text);
+    else
+        rc = cma_api_adopt(arena, cma_api_free_selector, selector, &err);
     if (rc == CMA_OK)
-        rc = query_and_encode(app, cat, entry, ns, selector, resp, &err);
+        rc = query_and_encode(app, cat, arena, entry, ns, selector, resp, &err);
     if (rc != CMA_OK)
         cma_api_fail(resp, req, rc, &err);
-    cma_selector_free(selector);
 }

@@ -2,7 +2,7 @@
  * /apis/{group}/{version} (the pre-encoded APIResourceList of the current catalog, or an empty
  * list before the first relist: discovery must always answer 2xx fast; metrics.k8s.io's
  * document is static: nodes and pods), /openapi (404: the
- * aggregator skips it cleanly), /metrics (404 until self-metrics land). */
+ * aggregator skips it cleanly). /metrics is api_metrics.c. */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,12 +1,16 @@
-/* api_internal.h: the API recipes' entry points and the reply helpers they share. */
+/* api_internal.h: the API recipes' entry points and the reply and request-arena helpers they
+ * share. Every recipe gets the request's arena (cma/router.h: freed once the response has been
+ * sent) and keeps its per-request memory there, so no recipe frees by hand. */
 #ifndef CMA_API_INTERNAL_H
 #define CMA_API_INTERNAL_H
 
 #include <stddef.h>
 
 #include "cma/app.h"
+#include "cma/arena.h"
 #include "cma/err.h"
 
+struct cma_buf;
 struct cma_route;
 struct cma_catalog;
 struct cma_request;
@@ -33,14 +37,46 @@ const char *cma_api_view_value(const struct cma_label_view *views, size_t n, con
 void cma_api_reply_errorf(struct cma_response *resp, enum cma_errc code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ---- the request arena ---- */
+
+/* err for an arena that refused an allocation (its rc): 500 either way, saying whether the
+ * request went past CMA_REQUEST_ARENA_MAX_BYTES or memory ran out. Returns err's code. */
+enum cma_errc cma_api_arena_error(const struct cma_arena *arena, struct cma_err *err);
+/* Hands ptr to the arena (fn(ptr) runs when the request ends); on failure ptr is freed at once
+ * and err set as above. */
+enum cma_errc cma_api_adopt(struct cma_arena *arena, void (*fn)(void *), void *ptr,
+                            struct cma_err *err);
+/* Cleanups for cma_api_adopt(): a parsed selector, a backend answer. */
+void cma_api_free_selector(void *selector);
+void cma_api_free_result(void *result);
+/* Hands a malloc'd list of malloc'd strings (kube LIST, watch cache) to the arena. */
+enum cma_errc cma_api_adopt_names(struct cma_arena *arena, char **names, size_t n,
+                                  struct cma_err *err);
+/* A cma_buf with ceiling max_bytes whose memory goes with the arena; NULL with err set. */
+struct cma_buf *cma_api_buf(struct cma_arena *arena, size_t max_bytes, struct cma_err *err);
+/* Zeroed memory for n elements of size bytes in the arena; NULL with err set. */
+void *cma_api_array(struct cma_arena *arena, size_t n, size_t size, struct cma_err *err);
+
+/* The code that goes with an err set by the helpers above: INTERNAL past the request's limit,
+ * NOMEM otherwise. Never CMA_OK, visibly (the static analyzer cannot see into cma_err_set). */
+static inline enum cma_errc cma_api_arena_rc(const struct cma_arena *arena)
+{
+    return arena->rc == CMA_ERR_TOO_LARGE ? CMA_ERR_INTERNAL : CMA_ERR_NOMEM;
+}
+
+/* ---- the recipes: arena is the request's ---- */
+
 void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
-                    const struct cma_request *req, struct cma_response *resp);
+                    const struct cma_request *req, struct cma_arena *arena,
+                    struct cma_response *resp);
 /* external.metrics.k8s.io v1beta1 (api_external.c). */
 void cma_api_external(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
-                      const struct cma_request *req, struct cma_response *resp);
+                      const struct cma_request *req, struct cma_arena *arena,
+                      struct cma_response *resp);
 /* metrics.k8s.io v1beta1 PodMetrics/NodeMetrics (api_resource.c). */
 void cma_api_resource(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
-                      const struct cma_request *req, struct cma_response *resp);
+                      const struct cma_request *req, struct cma_arena *arena,
+                      struct cma_response *resp);
 void cma_api_index(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
                    const struct cma_request *req, struct cma_response *resp);
 void cma_api_health(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,

@@ -30,12 +30,16 @@
  *   request about one namespace costs memory only for that namespace's pods.
  * - Errors are Status JSON with the code of the cause: a backend failure fails the request
  *   (upstream answers 200 with the namespaces that worked, which an HPA cannot tell from "no
- *   pods"). */
+ *   pods").
+ * - Memory: the selectors, the listed objects, name arrays, PromQL, the answers and the items
+ *   live in the request arena; nothing here is freed by hand. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_internal.h"
+#include "cma/arena.h"
+#include "cma/buf.h"
 #include "cma/catalog.h"
 #include "cma/clock.h"
 #include "cma/discovery.h"
@@ -70,26 +74,17 @@ struct field_sel {
     size_t n;
 };
 
-static void field_sel_done(struct field_sel *fs)
-{
-    for (size_t i = 0; i < fs->n; i++)
-        free(fs->terms[i].value);
-    free(fs->terms);
-    fs->terms = NULL;
-    fs->n = 0;
-}
-
 /* fields.UnescapeValue: \\ \, \= are the escapes; any other escape, a trailing backslash
  * or an unescaped '=' (or ',') is an error, with apimachinery's texts. */
-static enum cma_errc unescape_value(const char *s, size_t len, char **ret, struct cma_err *err)
+static enum cma_errc unescape_value(struct cma_arena *arena, const char *s, size_t len, char **ret,
+                                    struct cma_err *err)
 {
-    char *out = malloc(len + 1);
+    char *out = cma_api_array(arena, len + 1, 1, err);
     if (!out)
-        return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+        return cma_api_arena_rc(arena);
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
-        if (s[i] == '=' || s[i] == ',') {
-            free(out); /* Go prints the rune with %v: its code point */
+        if (s[i] == '=' || s[i] == ',') { /* Go prints the rune with %v: its code point */
             return cma_err_set(err, CMA_ERR_BAD_SELECTOR,
                                "invalid field selector: unescaped character in value: %d",
                                (int)(unsigned char)s[i]);
@@ -100,7 +95,6 @@ static enum cma_errc unescape_value(const char *s, size_t len, char **ret, struc
         }
         if (i + 1 == len || (s[i + 1] != '\\' && s[i + 1] != ',' && s[i + 1] != '=')) {
             int seq_len = i + 1 == len ? 1 : 2;
-            free(out);
             return cma_err_set(err, CMA_ERR_BAD_SELECTOR,
                                "invalid field selector: invalid escape sequence: %.*s", seq_len,
                                s + i);
@@ -113,8 +107,8 @@ static enum cma_errc unescape_value(const char *s, size_t len, char **ret, struc
 }
 
 /* Parses one term "field<op>value" (Go splitTerm: the first `!=`, `==` or `=` splits). */
-static enum cma_errc parse_term(const char *text, const char *term, size_t len,
-                                struct field_term *ret, struct cma_err *err)
+static enum cma_errc parse_term(struct cma_arena *arena, const char *text, const char *term,
+                                size_t len, struct field_term *ret, struct cma_err *err)
 {
     size_t i = 0, op_len = 0;
     bool equal = true;
@@ -143,16 +137,18 @@ static enum cma_errc parse_term(const char *text, const char *term, size_t len,
                            "\", \"" FIELD_NAMESPACE "\"",
                            (int)i, term);
     ret->equal = equal;
-    return unescape_value(term + i + op_len, len - i - op_len, &ret->value, err);
+    return unescape_value(arena, term + i + op_len, len - i - op_len, &ret->value, err);
 }
 
 /* fields.ParseSelector: terms split on unescaped commas; empty terms are skipped. */
-static enum cma_errc field_sel_parse(const char *text, struct field_sel *ret, struct cma_err *err)
+static enum cma_errc field_sel_parse(struct cma_arena *arena, const char *text,
+                                     struct field_sel *ret, struct cma_err *err)
 {
     size_t len = strlen(text);
-    ret->terms = calloc(len / 2 + 1, sizeof(*ret->terms)); /* a term takes >= 2 bytes */
+    /* a term takes >= 2 bytes */
+    ret->terms = cma_api_array(arena, len / 2 + 1, sizeof(*ret->terms), err);
     if (!ret->terms)
-        return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+        return cma_api_arena_rc(arena);
     size_t start = 0;
     for (size_t i = 0; i <= len; i++) {
         if (i < len && text[i] == '\\' && i + 1 < len) {
@@ -162,7 +158,8 @@ static enum cma_errc field_sel_parse(const char *text, struct field_sel *ret, st
         if (i < len && text[i] != ',')
             continue;
         if (i > start) {
-            enum cma_errc rc = parse_term(text, text + start, i - start, &ret->terms[ret->n], err);
+            enum cma_errc rc =
+                parse_term(arena, text, text + start, i - start, &ret->terms[ret->n], err);
             if (rc != CMA_OK)
                 return rc;
             ret->n++;
@@ -227,6 +224,7 @@ static enum cma_errc field_sel_format(const struct field_sel *fs, struct cma_buf
 
 struct resource_request {
     struct cma_app *app;
+    struct cma_arena *arena; /* the request's: everything below lives as long as it */
     struct cma_restmapper *mapper;
     bool nodes;             /* NodeMetrics, else PodMetrics */
     const char *namespace_; /* pods: NULL = all namespaces */
@@ -235,18 +233,36 @@ struct resource_request {
     struct field_sel fields;
     struct cma_kube_object *objs; /* selected objects first, sorted by (namespace, name) */
     size_t n_objs;                /* selected */
-    size_t n_listed;              /* all of objs (what to free) */
+    size_t n_listed;              /* all of objs */
     char **names;                 /* distinct object names for the queries (borrowed from objs) */
     size_t n_names;
     int64_t now_ms;
 };
 
-static void resource_request_done(struct resource_request *rr)
+struct object_list {
+    struct cma_kube_object *objs;
+    size_t n;
+};
+
+static void free_object_list(void *p)
 {
-    cma_selector_free(rr->label_selector);
-    field_sel_done(&rr->fields);
+    struct object_list *l = p;
+    cma_kube_objects_free(l->objs, l->n);
+}
+
+/* Hands the listed objects to the request arena. */
+static enum cma_errc adopt_objects(struct resource_request *rr, struct cma_err *err)
+{
+    struct object_list *l = cma_arena_alloc(rr->arena, sizeof(*l));
+    if (l) {
+        *l = (struct object_list){rr->objs, rr->n_listed};
+        return cma_api_adopt(rr->arena, free_object_list, l, err);
+    }
     cma_kube_objects_free(rr->objs, rr->n_listed);
-    free(rr->names);
+    rr->objs = NULL;
+    rr->n_listed = 0;
+    cma_api_arena_error(rr->arena, err);
+    return cma_api_arena_rc(rr->arena);
 }
 
 static int cmp_str(const char *a, const char *b)
@@ -286,14 +302,17 @@ static long find_object(const struct resource_request *rr, const char *ns, const
     return -1;
 }
 
-static enum cma_errc parse_label_selector(const struct cma_request *req, struct cma_selector **ret,
-                                          struct cma_err *err)
+static enum cma_errc parse_label_selector(struct resource_request *rr,
+                                          const struct cma_request *req, struct cma_err *err)
 {
     const char *text = cma_request_query(req, "labelSelector");
     if (!text)
         text = "";
     /* the parser's message already says "invalid label selector \"<text>\": ..." */
-    return cma_selector_parse(text, strlen(text), ret, err);
+    enum cma_errc rc = cma_selector_parse(text, strlen(text), &rr->label_selector, err);
+    if (rc != CMA_OK)
+        return rc;
+    return cma_api_adopt(rr->arena, cma_api_free_selector, rr->label_selector, err);
 }
 
 static enum cma_errc parse_field_selector(struct resource_request *rr,
@@ -302,7 +321,7 @@ static enum cma_errc parse_field_selector(struct resource_request *rr,
     const char *text = cma_request_query(req, "fieldSelector");
     if (!text)
         text = "";
-    if (field_sel_parse(text, &rr->fields, err) != CMA_OK) {
+    if (field_sel_parse(rr->arena, text, &rr->fields, err) != CMA_OK) {
         cma_err_prefix(err, "invalid fieldSelector \"%s\": ", text);
         return err->code;
     }
@@ -321,33 +340,34 @@ static enum cma_errc parse_field_selector(struct resource_request *rr,
  * them and collects their distinct names. */
 static enum cma_errc list_objects(struct resource_request *rr, struct cma_err *err)
 {
-    struct cma_buf labels, fields;
-    cma_buf_init(&labels, 64 * 1024);
-    cma_buf_init(&fields, 64 * 1024);
-    enum cma_errc rc = cma_selector_format(rr->label_selector, &labels);
+    struct cma_buf *labels = cma_api_buf(rr->arena, 64 * 1024, err);
+    struct cma_buf *fields = labels ? cma_api_buf(rr->arena, 64 * 1024, err) : NULL;
+    if (!fields)
+        return cma_api_arena_rc(rr->arena);
+    enum cma_errc rc = cma_selector_format(rr->label_selector, labels);
     if (rc == CMA_OK && !rr->nodes) {
-        rc = cma_buf_appends(&fields, "status.phase=Running");
+        rc = cma_buf_appends(fields, "status.phase=Running");
         if (rc == CMA_OK)
-            rc = field_sel_format(&rr->fields, &fields);
+            rc = field_sel_format(&rr->fields, fields);
     }
     if (rc == CMA_OK && rr->name) { /* GET: only that object */
-        if (fields.len)
-            rc = cma_buf_appendc(&fields, ',');
+        if (fields->len)
+            rc = cma_buf_appendc(fields, ',');
         if (rc == CMA_OK)
-            rc = cma_buf_appends(&fields, FIELD_NAME "=");
+            rc = cma_buf_appends(fields, FIELD_NAME "=");
         if (rc == CMA_OK)
-            rc = append_escaped(&fields, rr->name);
+            rc = append_escaped(fields, rr->name);
     }
     if (rc != CMA_OK)
         cma_err_set(err, rc, "selectors too large: %s", cma_errc_meaning(rc));
     if (rc == CMA_OK)
         rc = cma_kube_list_objects(rr->app->kube, "", "v1", rr->nodes ? "nodes" : "pods",
-                                   rr->namespace_, cma_buf_str(&labels), cma_buf_str(&fields),
+                                   rr->namespace_, cma_buf_str(labels), cma_buf_str(fields),
                                    &rr->objs, &rr->n_listed, err);
     if (rc != CMA_OK)
         cma_err_prefix(err, "unable to list %s: ", rr->nodes ? "nodes" : "pods");
-    cma_buf_done(&labels);
-    cma_buf_done(&fields);
+    else
+        rc = adopt_objects(rr, err);
     if (rc != CMA_OK)
         return rc;
     /* The server applied the selectors; check the field terms again (nodes: only here) and
@@ -369,9 +389,9 @@ static enum cma_errc list_objects(struct resource_request *rr, struct cma_err *e
     }
     rr->n_objs = kept; /* the dropped ones stay at the end, owned until the request ends */
     qsort(rr->objs, rr->n_objs, sizeof(*rr->objs), cmp_objects);
-    rr->names = calloc(rr->n_objs + 1, sizeof(*rr->names));
+    rr->names = cma_api_array(rr->arena, rr->n_objs + 1, sizeof(*rr->names), err);
     if (!rr->names)
-        return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+        return cma_api_arena_rc(rr->arena);
     for (size_t i = 0; i < rr->n_objs; i++)
         rr->names[i] = rr->objs[i].name;
     qsort(rr->names, rr->n_objs, sizeof(*rr->names), cmp_name_ptrs);
@@ -383,19 +403,12 @@ static enum cma_errc list_objects(struct resource_request *rr, struct cma_err *e
 
 /* ---- queries ---- */
 
-struct resource_result {
+struct resource_result { /* in the request arena */
     struct cma_prom_result *result;
-    struct cma_buf object_label;    /* pod or node label */
-    struct cma_buf namespace_label; /* pods only */
-    const char *container_label;    /* pods only */
+    struct cma_buf *object_label;    /* pod or node label */
+    struct cma_buf *namespace_label; /* pods only */
+    const char *container_label;     /* pods only */
 };
-
-static void resource_result_done(struct resource_result *r)
-{
-    cma_prom_result_free(r->result);
-    cma_buf_done(&r->object_label);
-    cma_buf_done(&r->namespace_label);
-}
 
 /* Which series of an answer the request needs: those naming one of the listed objects. */
 struct keep_objects {
@@ -406,12 +419,12 @@ struct keep_objects {
 static bool keep_listed(void *ctx, const struct cma_label_view *labels, size_t n_labels)
 {
     const struct keep_objects *k = ctx;
-    const char *name = cma_api_view_value(labels, n_labels, cma_buf_str(&k->r->object_label));
+    const char *name = cma_api_view_value(labels, n_labels, cma_buf_str(k->r->object_label));
     if (!name)
         return false;
     const char *ns = NULL;
     if (!k->rr->nodes) {
-        ns = cma_api_view_value(labels, n_labels, cma_buf_str(&k->r->namespace_label));
+        ns = cma_api_view_value(labels, n_labels, cma_buf_str(k->r->namespace_label));
         if (!ns)
             ns = k->rr->namespace_;
         if (!ns)
@@ -424,9 +437,11 @@ static bool keep_listed(void *ctx, const struct cma_label_view *labels, size_t n
 static enum cma_errc run_query(struct resource_request *rr, const struct cma_resource_query *q,
                                const char *what, struct resource_result *out, struct cma_err *err)
 {
-    cma_buf_init(&out->object_label, 4096);
-    cma_buf_init(&out->namespace_label, 4096);
     out->result = NULL;
+    out->object_label = cma_api_buf(rr->arena, 4096, err);
+    out->namespace_label = out->object_label ? cma_api_buf(rr->arena, 4096, err) : NULL;
+    if (!out->namespace_label)
+        return cma_api_arena_rc(rr->arena);
     out->container_label = q->container_label;
     const struct cma_template *tmpl = rr->nodes ? q->node_query : q->container_query;
     const char *key = rr->nodes ? "nodeQuery" : "containerQuery";
@@ -452,14 +467,14 @@ static enum cma_errc run_query(struct resource_request *rr, const struct cma_res
     const char *extra[2];
     size_t n_extra = 0;
     if (!rr->nodes) {
-        rc = cma_resmap_label_for_resource(q->resmap, rr->mapper, ns_res, &out->namespace_label,
-                                           err);
+        rc =
+            cma_resmap_label_for_resource(q->resmap, rr->mapper, ns_res, out->namespace_label, err);
         if (rc != CMA_OK) {
             cma_err_prefix(err, "resourceRules.%s.resources: ", what);
             return rc;
         }
         extra[n_extra++] = q->container_label;
-        extra[n_extra++] = cma_buf_str(&out->namespace_label);
+        extra[n_extra++] = cma_buf_str(out->namespace_label);
     }
     struct cma_query_input in = {
         .tmpl = tmpl,
@@ -473,19 +488,22 @@ static enum cma_errc run_query(struct resource_request *rr, const struct cma_res
         .extra_group_by = extra,
         .n_extra_group_by = n_extra,
     };
-    struct cma_buf promql;
-    cma_buf_init(&promql, 1 << 20);
-    rc = cma_query_build(&in, &promql, &out->object_label, err);
+    struct cma_buf *promql = cma_api_buf(rr->arena, 1 << 20, err);
+    if (!promql)
+        return cma_api_arena_rc(rr->arena);
+    rc = cma_query_build(&in, promql, out->object_label, err);
     if (rc != CMA_OK)
         cma_err_prefix(err, "resourceRules.%s.%s: ", what, key);
     if (rc == CMA_OK) {
         cma_log_v(5, "resource metrics %s for %zu %s: %s", what, rr->n_names,
-                  rr->nodes ? "nodes" : "pods", cma_buf_str(&promql));
+                  rr->nodes ? "nodes" : "pods", cma_buf_str(promql));
         struct keep_objects keep = {rr, out};
-        rc = cma_backend_query(&rr->app->backend, cma_buf_str(&promql), rr->now_ms, keep_listed,
+        rc = cma_backend_query(&rr->app->backend, cma_buf_str(promql), rr->now_ms, keep_listed,
                                &keep, &out->result, err);
         if (rc != CMA_OK)
             cma_err_prefix(err, "unable to fetch %s metrics from prometheus: ", what);
+        else
+            rc = cma_api_adopt(rr->arena, cma_api_free_result, out->result, err);
     }
     if (rc == CMA_OK && !out->result)
         rc = CMA_ERR_INTERNAL;
@@ -494,7 +512,6 @@ static enum cma_errc run_query(struct resource_request *rr, const struct cma_res
                          "unexpected result type from prometheus for %s (want a vector); check "
                          "resourceRules.%s.%s",
                          what, what, key);
-    cma_buf_done(&promql);
     return rc;
 }
 
@@ -543,12 +560,12 @@ static size_t collect(const struct resource_request *rr, const struct resource_r
 {
     for (size_t i = 0; i < r->result->n_samples; i++) {
         const struct cma_sample *s = &r->result->samples[i];
-        const char *name = cma_sample_label(s, cma_buf_str(&r->object_label));
+        const char *name = cma_sample_label(s, cma_buf_str(r->object_label));
         if (!name)
             continue;
         const char *ns = NULL, *container = "";
         if (!rr->nodes) {
-            ns = cma_sample_label(s, cma_buf_str(&r->namespace_label));
+            ns = cma_sample_label(s, cma_buf_str(r->namespace_label));
             if (!ns)
                 ns = rr->namespace_; /* the query already matched the namespace */
             if (!ns)
@@ -633,13 +650,11 @@ static enum cma_errc encode_pods(struct resource_request *rr, struct usage_entry
                                  struct cma_buf *out, struct cma_err *err)
 {
     int64_t window = rr->app->rules->window_ms;
-    struct cma_pod_metrics *pods = calloc(rr->n_objs + 1, sizeof(*pods));
-    struct cma_container_metrics *containers = calloc(n + 1, sizeof(*containers));
-    if (!pods || !containers) {
-        free(pods);
-        free(containers);
-        return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
-    }
+    struct cma_pod_metrics *pods = cma_api_array(rr->arena, rr->n_objs + 1, sizeof(*pods), err);
+    struct cma_container_metrics *containers =
+        pods ? cma_api_array(rr->arena, n + 1, sizeof(*containers), err) : NULL;
+    if (!containers)
+        return cma_api_arena_rc(rr->arena);
     size_t n_pods = 0;
     for (size_t i = 0; i < n;) {
         size_t j = i;
@@ -677,17 +692,15 @@ static enum cma_errc encode_pods(struct resource_request *rr, struct usage_entry
         rc = cma_encode_pod_metrics(&pods[0], out, err);
     else
         rc = cma_encode_pod_metrics_list(pods, n_pods, out, err);
-    free(pods);
-    free(containers);
     return rc;
 }
 
 static enum cma_errc encode_nodes(struct resource_request *rr, const struct usage_entry *entries,
                                   size_t n, struct cma_buf *out, struct cma_err *err)
 {
-    struct cma_node_metrics *nodes = calloc(n + 1, sizeof(*nodes));
+    struct cma_node_metrics *nodes = cma_api_array(rr->arena, n + 1, sizeof(*nodes), err);
     if (!nodes)
-        return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+        return cma_api_arena_rc(rr->arena);
     size_t n_nodes = 0;
     for (size_t i = 0; i < n; i++) {
         const struct usage_entry *e = &entries[i];
@@ -712,7 +725,6 @@ static enum cma_errc encode_nodes(struct resource_request *rr, const struct usag
         rc = cma_encode_node_metrics(&nodes[0], out, err);
     else
         rc = cma_encode_node_metrics_list(nodes, n_nodes, out, err);
-    free(nodes);
     return rc;
 }
 
@@ -728,11 +740,9 @@ static enum cma_errc query_and_encode(struct resource_request *rr, struct cma_re
     struct usage_entry *entries = NULL;
     if (rc == CMA_OK) {
         size_t total = cpu.result->n_samples + memory.result->n_samples;
-        entries = calloc(total + 1, sizeof(*entries));
-        if (!entries) {
-            cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
-            rc = CMA_ERR_NOMEM;
-        }
+        entries = cma_api_array(rr->arena, total + 1, sizeof(*entries), err);
+        if (!entries)
+            rc = cma_api_arena_rc(rr->arena);
     }
     if (rc == CMA_OK) {
         size_t n = collect(rr, &cpu, true, entries, 0);
@@ -750,14 +760,12 @@ static enum cma_errc query_and_encode(struct resource_request *rr, struct cma_re
         else
             rc = encode_pods(rr, entries, n, &resp->body, err);
     }
-    free(entries);
-    resource_result_done(&cpu);
-    resource_result_done(&memory);
     return rc;
 }
 
 void cma_api_resource(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
-                      const struct cma_request *req, struct cma_response *resp)
+                      const struct cma_request *req, struct cma_arena *arena,
+                      struct cma_response *resp)
 {
     struct cma_err err;
     cma_err_clear(&err);
@@ -775,6 +783,7 @@ void cma_api_resource(struct cma_app *app, struct cma_catalog *cat, const struct
     }
     struct resource_request rr = {
         .app = app,
+        .arena = arena,
         .mapper = cma_catalog_mapper(cat),
         .nodes = route->kind == CMA_ROUTE_RESOURCE_NODES || route->kind == CMA_ROUTE_RESOURCE_NODE,
         .namespace_ = route->namespace_,
@@ -785,7 +794,7 @@ void cma_api_resource(struct cma_app *app, struct cma_catalog *cat, const struct
     };
     if (rr.nodes)
         rr.namespace_ = NULL;
-    enum cma_errc rc = parse_label_selector(req, &rr.label_selector, &err);
+    enum cma_errc rc = parse_label_selector(&rr, req, &err);
     if (rc == CMA_OK)
         rc = parse_field_selector(&rr, req, &err);
     if (rc == CMA_OK)
@@ -802,5 +811,4 @@ void cma_api_resource(struct cma_app *app, struct cma_catalog *cat, const struct
     }
     if (rc != CMA_OK)
         cma_api_fail(resp, req, rc, &err);
-    resource_request_done(&rr);
 }

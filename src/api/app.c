@@ -1,7 +1,8 @@
 /* app.c: the handler the server calls for every request: method check, route, content
  * negotiation, selector sizes, one catalog reference for the whole request, then the API recipe;
- * and the Status-reply helpers every recipe uses (the one place where an error becomes an HTTP
- * status and a Status body, from the same code). */
+ * the Status-reply helpers every recipe uses (the one place where an error becomes an HTTP
+ * status and a Status body, from the same code); and the request-arena helpers (a request the
+ * server did not make brings no arena: the handler then uses one of its own for the call). */
 #include "cma/app.h"
 
 #include <stdarg.h>
@@ -11,12 +12,17 @@
 #include <strings.h>
 
 #include "api_internal.h"
+#include "api_metrics.h"
+#include "cma/arena.h"
 #include "cma/auth.h"
+#include "cma/backend_metrics.h"
+#include "cma/buf.h"
 #include "cma/catalog.h"
 #include "cma/encode.h"
 #include "cma/log.h"
 #include "cma/prom.h"
 #include "cma/router.h"
+#include "cma/selector.h"
 #include "cma/server.h"
 
 void cma_api_reply_error(struct cma_response *resp, const struct cma_err *err)
@@ -83,6 +89,85 @@ void cma_api_reply_errorf(struct cma_response *resp, enum cma_errc code, const c
     cma_err_vset(&err, code, fmt, ap);
     va_end(ap);
     cma_api_reply_error(resp, &err);
+}
+
+enum cma_errc cma_api_arena_error(const struct cma_arena *arena, struct cma_err *err)
+{
+    if (arena->rc == CMA_ERR_TOO_LARGE)
+        return cma_err_set(err, CMA_ERR_INTERNAL,
+                           "the request needs more than the %zu bytes of working memory a "
+                           "request may use",
+                           arena->max);
+    return cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+}
+
+enum cma_errc cma_api_adopt(struct cma_arena *arena, void (*fn)(void *), void *ptr,
+                            struct cma_err *err)
+{
+    if (cma_arena_defer(arena, fn, ptr) != CMA_OK)
+        return cma_api_arena_error(arena, err);
+    return CMA_OK;
+}
+
+void cma_api_free_selector(void *selector)
+{
+    cma_selector_free(selector);
+}
+
+void cma_api_free_result(void *result)
+{
+    cma_prom_result_free(result);
+}
+
+struct name_list {
+    char **names;
+    size_t n;
+};
+
+static void free_name_list(void *p)
+{
+    struct name_list *l = p;
+    for (size_t i = 0; i < l->n; i++)
+        free(l->names[i]);
+    free(l->names);
+}
+
+enum cma_errc cma_api_adopt_names(struct cma_arena *arena, char **names, size_t n,
+                                  struct cma_err *err)
+{
+    struct name_list *l = cma_arena_alloc(arena, sizeof(*l));
+    if (l) {
+        l->names = names;
+        l->n = n;
+        return cma_api_adopt(arena, free_name_list, l, err);
+    }
+    struct name_list now = {names, n};
+    free_name_list(&now);
+    return cma_api_arena_error(arena, err);
+}
+
+static void free_buf(void *p)
+{
+    cma_buf_done(p);
+}
+
+struct cma_buf *cma_api_buf(struct cma_arena *arena, size_t max_bytes, struct cma_err *err)
+{
+    struct cma_buf *b = cma_arena_alloc(arena, sizeof(*b));
+    if (!b) {
+        cma_api_arena_error(arena, err);
+        return NULL;
+    }
+    cma_buf_init(b, max_bytes);
+    return cma_api_adopt(arena, free_buf, b, err) == CMA_OK ? b : NULL;
+}
+
+void *cma_api_array(struct cma_arena *arena, size_t n, size_t size, struct cma_err *err)
+{
+    void *p = cma_arena_array(arena, n, size);
+    if (!p)
+        cma_api_arena_error(arena, err);
+    return p;
 }
 
 /* True when the Accept header admits application/json (apiserver negotiation rules for a
@@ -157,7 +242,8 @@ static bool selectors_fit(const struct cma_request *req, struct cma_response *re
 /* Delegated authentication and authorization before anything else is looked at (kube's filter
  * order). false when the response was written (401, 403 or 500). */
 static bool auth_gate(struct cma_app *app, const struct cma_request *req,
-                      const struct cma_route *route, struct cma_response *resp)
+                      const struct cma_route *route, struct cma_response *resp,
+                      struct cma_api_request_info *info)
 {
     if (!app->auth)
         return true;
@@ -173,6 +259,7 @@ static bool auth_gate(struct cma_app *app, const struct cma_request *req,
             cma_api_reply_error(resp, &err);
         return false;
     }
+    snprintf(info->user, sizeof info->user, "%s", user->name);
     struct cma_authz_attrs at;
     cma_authz_attrs_from_route(req->path, route, &at);
     enum cma_authz_decision decision = CMA_AUTHZ_DENY;
@@ -198,9 +285,19 @@ static bool auth_gate(struct cma_app *app, const struct cma_request *req,
     return pass;
 }
 
-void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_response *resp)
+static void free_route(void *route)
 {
-    struct cma_app *app = opaque;
+    cma_route_free(route);
+}
+
+static void dispatch(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
+                     const struct cma_request *req, struct cma_arena *arena,
+                     struct cma_response *resp);
+
+/* The request with its arena: method, route, the gates, then the recipe. */
+static void handle(struct cma_app *app, const struct cma_request *req, struct cma_arena *arena,
+                   struct cma_response *resp, struct cma_api_request_info *info)
+{
     if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
         cma_api_reply_errorf(resp, CMA_ERR_METHOD_NOT_ALLOWED,
                              "the server does not allow this method on the requested resource");
@@ -210,25 +307,57 @@ void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_resp
     cma_err_clear(&err);
     struct cma_route *route = NULL;
     if (cma_router_parse(req->path, &route, &err) != CMA_OK) {
-        if (auth_gate(app, req, NULL, resp))
+        if (auth_gate(app, req, NULL, resp, info))
             cma_api_reply_error(resp, &err);
         return;
     }
-    if (!auth_gate(app, req, route, resp)) {
-        cma_route_free(route);
+    if (cma_api_adopt(arena, free_route, route, &err) != CMA_OK) {
+        cma_api_fail(resp, req, err.code, &err);
         return;
     }
-    if (!is_health(route->kind) && !accepts_json(cma_request_header(req, "Accept"))) {
+    info->route = route; /* in the arena until the request ends */
+    if (!auth_gate(app, req, route, resp, info))
+        return;
+    if (!is_health(route->kind) && route->kind != CMA_ROUTE_METRICS &&
+        !accepts_json(cma_request_header(req, "Accept"))) {
         cma_api_reply_errorf(resp, CMA_ERR_NOT_ACCEPTABLE,
                              "only the following media types are accepted: application/json");
-        cma_route_free(route);
         return;
     }
-    if (is_metrics(route->kind) && !selectors_fit(req, resp)) {
-        cma_route_free(route);
+    if (is_metrics(route->kind) && !selectors_fit(req, resp))
         return;
-    }
     struct cma_catalog *cat = cma_catalog_store_get(app->store);
+    dispatch(app, cat, route, req, arena, resp);
+    cma_catalog_unref(cat);
+}
+
+/* The request with the app's backend timed for it alone (the log line's backend time), then
+ * its metrics and log line. The route stays in the arena until the bookkeeping is done. */
+void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_response *resp)
+{
+    struct cma_app *app = opaque, timed = *app;
+    struct cma_api_request_info info;
+    cma_api_request_begin(&info);
+    struct cma_backend_measured backend_time;
+    timed.backend = cma_backend_measured(&app->backend, NULL, &backend_time);
+    struct cma_arena own, *arena = cma_request_arena(req);
+    if (!arena) { /* a request built by hand (unit tests) */
+        cma_arena_init(&own, CMA_REQUEST_ARENA_MAX_BYTES);
+        arena = &own;
+    }
+    handle(&timed, req, arena, resp, &info);
+    info.backend_measured = app->backend.ops != NULL;
+    info.backend_ns = cma_backend_measured_busy_ns(&backend_time);
+    cma_api_request_end(app, req, resp, &info);
+    if (arena == &own)
+        cma_arena_done(&own);
+}
+
+/* The API recipe for the route. */
+static void dispatch(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
+                     const struct cma_request *req, struct cma_arena *arena,
+                     struct cma_response *resp)
+{
     switch (route->kind) {
     case CMA_ROUTE_HEALTHZ:
     case CMA_ROUTE_LIVEZ:
@@ -245,7 +374,7 @@ void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_resp
     case CMA_ROUTE_CUSTOM_OBJECT:
     case CMA_ROUTE_CUSTOM_NAMESPACE_METRIC:
         if (app->serve_custom)
-            cma_api_custom(app, cat, route, req, resp);
+            cma_api_custom(app, cat, route, req, arena, resp);
         else
             cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
                                  "custom.metrics.k8s.io is not served: the config has no rules, "
@@ -253,7 +382,7 @@ void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_resp
         break;
     case CMA_ROUTE_EXTERNAL_METRIC:
         if (app->serve_external)
-            cma_api_external(app, cat, route, req, resp);
+            cma_api_external(app, cat, route, req, arena, resp);
         else
             cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
                                  "external.metrics.k8s.io is not served: the config has no "
@@ -264,16 +393,17 @@ void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_resp
     case CMA_ROUTE_RESOURCE_PODS:
     case CMA_ROUTE_RESOURCE_POD:
         if (app->serve_resource)
-            cma_api_resource(app, cat, route, req, resp);
+            cma_api_resource(app, cat, route, req, arena, resp);
         else
             cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
                                  "metrics.k8s.io is not served: the config has no resourceRules, "
                                  "or --disable-resource-metrics is set");
         break;
+    case CMA_ROUTE_METRICS:
+        cma_api_metrics(app, resp);
+        break;
     default:
         cma_api_index(app, cat, route, req, resp);
         break;
     }
-    cma_catalog_unref(cat);
-    cma_route_free(route);
 }

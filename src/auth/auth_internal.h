@@ -59,6 +59,13 @@ struct cma_auth {
     pthread_mutex_t stop_lock;
     pthread_cond_t stop_cond;
     bool stopping;
+    /* self-metrics (NULL when opts.metrics is NULL): authentication attempts by method and
+     * result, authorization decisions by decision and source, webhook cache lookups */
+    struct cma_metric *m_authn, *m_authz, *m_cache;
 };
+
+/* Counts an authorization decision and a webhook cache lookup (authz.c). */
+void cma_auth_count_authz(struct cma_auth *a, const char *decision, const char *source);
+void cma_auth_count_cache(struct cma_auth *a, const char *cache, bool hit);
 
 #endif

@@ -23,6 +23,7 @@
 #include "cma/clock.h"
 #include "cma/kube.h"
 #include "cma/log.h"
+#include "cma/metrics.h"
 #include "cma/server.h"
 #include "cma/str.h"
 
@@ -449,6 +450,44 @@ static void *refresher_main(void *arg)
     return NULL;
 }
 
+/* ---- self-metrics ---- */
+
+static void register_metrics(struct cma_auth *a, struct cma_metrics *m)
+{
+    static const char *const authn[] = {"method", "result"},
+                             *const authz[] = {"decision", "source"},
+                             *const cache[] = {"cache", "result"};
+    a->m_authn = cma_metrics_counter(
+        m, "custom_metrics_adapter_authentication_attempts_total",
+        "Requests authenticated, by the method that decided (requestheader, x509, token, "
+        "anonymous) and result (success, failure, error).",
+        authn, 2);
+    a->m_authz = cma_metrics_counter(
+        m, "custom_metrics_adapter_authorization_decisions_total",
+        "Authorization decisions by decision (allowed, denied, error) and source "
+        "(system_masters, always_allow_paths, subjectaccessreview).",
+        authz, 2);
+    a->m_cache = cma_metrics_counter(
+        m, "custom_metrics_adapter_auth_cache_requests_total",
+        "Lookups in the TokenReview and SubjectAccessReview answer caches by result (hit, miss).",
+        cache, 2);
+}
+
+static void count_authn(struct cma_auth *a, const char *method, const char *result)
+{
+    cma_metric_inc(a->m_authn, (const char *const[]){method, result});
+}
+
+void cma_auth_count_authz(struct cma_auth *a, const char *decision, const char *source)
+{
+    cma_metric_inc(a->m_authz, (const char *const[]){decision, source});
+}
+
+void cma_auth_count_cache(struct cma_auth *a, const char *cache, bool hit)
+{
+    cma_metric_inc(a->m_cache, (const char *const[]){cache, hit ? "hit" : "miss"});
+}
+
 enum cma_errc cma_auth_new(const struct cma_auth_options *o, struct cma_auth **ret,
                            struct cma_err *reterr)
 {
@@ -456,6 +495,7 @@ enum cma_errc cma_auth_new(const struct cma_auth_options *o, struct cma_auth **r
     if (!a)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     a->opts = *o;
+    register_metrics(a, o->metrics);
     pthread_mutex_init(&a->lock, NULL);
     pthread_mutex_init(&a->stop_lock, NULL);
     pthread_cond_init(&a->stop_cond, NULL);
@@ -673,13 +713,12 @@ static char *extra_key(const char *raw)
             key[k++] = lower[i];
             continue;
         }
-        int hi = i + 2 < n ? cma_hex_digit(lower[i + 1]) : -1;
-        int lo = hi < 0 ? -1 : cma_hex_digit(lower[i + 2]);
-        if (hi < 0 || lo < 0) {
+        int c = cma_percent_escape(lower, n, i);
+        if (c < 0) {
             free(key);
             return lower;
         }
-        key[k++] = (char)(hi * 16 + lo);
+        key[k++] = (char)c;
         i += 2;
     }
     key[k] = '\0';
@@ -930,6 +969,7 @@ static int auth_token(struct cma_auth *a, const struct cma_request *req, struct 
         return -1;
     }
     char *cached = cma_auth_cache_get(&a->token_cache, token, cma_clock_mono_ms());
+    cma_auth_count_cache(a, "tokenreview", cached != NULL);
     struct cma_buf resp;
     cma_buf_init(&resp, 0);
     if (!cached) {
@@ -976,19 +1016,24 @@ enum cma_errc cma_auth_authenticate(struct cma_auth *a, const struct cma_request
     bool errored = false;
     struct cma_user *u = NULL;
     int r = 0;
+    const char *method = "anonymous", *failed = NULL; /* for the metrics */
     if (s) {
         cma_err_clear(&e);
         r = auth_requestheader(s, req, &u, &e);
+        method = r > 0 ? "requestheader" : method;
         if (r < 0 && !errored) {
             errored = true;
             first = e;
+            failed = "requestheader";
         }
         if (r <= 0) {
             cma_err_clear(&e);
             r = auth_x509(s, req, &u, &e);
+            method = r > 0 ? "x509" : method;
             if (r < 0 && !errored) {
                 errored = true;
                 first = e;
+                failed = "x509";
             }
         }
     }
@@ -996,16 +1041,21 @@ enum cma_errc cma_auth_authenticate(struct cma_auth *a, const struct cma_request
     if (r <= 0) {
         cma_err_clear(&e);
         r = auth_token(a, req, &u, &e);
+        method = r > 0 ? "token" : method;
         if (r < 0 && !errored) {
             errored = true;
             first = e;
+            failed = "token";
         }
     }
     if (r <= 0 && errored) {
         if (reterr)
             *reterr = first;
-        return first.code == CMA_ERR_NOMEM ? CMA_ERR_NOMEM : CMA_ERR_UNAUTHORIZED;
+        bool nomem = first.code == CMA_ERR_NOMEM;
+        count_authn(a, failed, nomem ? "error" : "failure");
+        return nomem ? CMA_ERR_NOMEM : CMA_ERR_UNAUTHORIZED;
     }
+    count_authn(a, method, "success");
     if (r <= 0) {
         u = user_new("system:anonymous");
         if (!u || !strv_push(&u->groups, &u->n_groups, "system:unauthenticated")) {

@@ -186,22 +186,26 @@ static bool path_always_allowed(const struct cma_auth *a, const char *path)
     return false;
 }
 
-enum cma_errc cma_auth_authorize(struct cma_auth *a, const struct cma_user *u,
-                                 const struct cma_authz_attrs *at, enum cma_authz_decision *ret,
-                                 char **ret_reason, struct cma_err *reterr)
+/* cma_auth_authorize without the metrics; *ret_source says what decided. */
+static enum cma_errc authorize(struct cma_auth *a, const struct cma_user *u,
+                               const struct cma_authz_attrs *at, enum cma_authz_decision *ret,
+                               char **ret_reason, const char **ret_source, struct cma_err *reterr)
 {
     if (ret_reason)
         *ret_reason = NULL;
     for (size_t i = 0; i < u->n_groups; i++) {
         if (strcmp(u->groups[i], "system:masters") == 0) {
             *ret = CMA_AUTHZ_ALLOW;
+            *ret_source = "system_masters";
             return CMA_OK;
         }
     }
     if (!at->resource_request && path_always_allowed(a, at->path)) {
         *ret = CMA_AUTHZ_ALLOW;
+        *ret_source = "always_allow_paths";
         return CMA_OK;
     }
+    *ret_source = "subjectaccessreview";
     if (!a->opts.authz_kube)
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "no Kubernetes client for authorization");
     struct cma_buf body;
@@ -214,6 +218,7 @@ enum cma_errc cma_auth_authorize(struct cma_auth *a, const struct cma_user *u,
     char *cached = cacheable
                        ? cma_auth_cache_get(&a->sar_cache, cma_buf_str(&body), cma_clock_mono_ms())
                        : NULL;
+    cma_auth_count_cache(a, "subjectaccessreview", cached != NULL);
     if (!cached) {
         struct cma_buf resp;
         long status = 0;
@@ -258,4 +263,15 @@ enum cma_errc cma_auth_authorize(struct cma_auth *a, const struct cma_user *u,
         *ret_reason = cma_strdup(cached + 1);
     free(cached);
     return CMA_OK;
+}
+
+enum cma_errc cma_auth_authorize(struct cma_auth *a, const struct cma_user *u,
+                                 const struct cma_authz_attrs *at, enum cma_authz_decision *ret,
+                                 char **ret_reason, struct cma_err *reterr)
+{
+    const char *source = "subjectaccessreview";
+    enum cma_errc rc = authorize(a, u, at, ret, ret_reason, &source, reterr);
+    const char *decision = rc != CMA_OK ? "error" : *ret == CMA_AUTHZ_ALLOW ? "allowed" : "denied";
+    cma_auth_count_authz(a, decision, source);
+    return rc;
 }

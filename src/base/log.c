@@ -1,15 +1,30 @@
-/* log.c: one line per event on stderr with UTC time (ms) and a level letter.
- * The only state is the verbosity, an atomic int set once at start-up by main. */
+/* log.c: one line per event on stderr, as text (UTC time with ms and a level letter) or as a
+ * JSON object (--logging-format=json), with optional structured fields.
+ * The only state is the verbosity and the format, atomic ints set once at start-up by main.
+ *
+ * DESIGN: a line is built in a 4 KiB buffer on the stack; a longer one moves to the heap and is
+ * written whole. Every buffer keeps MARKER_RESERVE bytes free, so when the heap allocation
+ * fails the line still ends with an explicit "[truncated: N of M bytes]" and its newline: no
+ * line is ever cut silently. JSON strings are escaped per RFC 8259 (invalid UTF-8 becomes
+ * U+FFFD, so every line is valid JSON); text field values get Go's %q escapes. */
 #include "cma/log.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cma/utf8.h"
+
 static atomic_int log_verbosity;
+static atomic_int log_format;
+
+#define STACK_BYTES 4096
+#define MARKER_RESERVE 64
 
 void cma_log_set_verbosity(int v)
 {
@@ -26,38 +41,296 @@ bool cma_log_enabled(int v)
     return atomic_load(&log_verbosity) >= v;
 }
 
-static void vlog(char letter, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-
-static void vlog(char letter, const char *fmt, va_list ap)
+void cma_log_set_format(enum cma_log_format f)
 {
-    char line[4096];
+    atomic_store(&log_format, (int)f);
+}
+
+enum cma_log_format cma_log_get_format(void)
+{
+    return (enum cma_log_format)atomic_load(&log_format);
+}
+
+bool cma_log_parse_format(const char *name, enum cma_log_format *ret)
+{
+    if (name && strcmp(name, "text") == 0)
+        *ret = CMA_LOG_FORMAT_TEXT;
+    else if (name && strcmp(name, "json") == 0)
+        *ret = CMA_LOG_FORMAT_JSON;
+    else
+        return false;
+    return true;
+}
+
+/* ---- a line under construction ---- */
+
+struct line {
+    char *p;
+    size_t len;    /* bytes kept */
+    size_t cap;    /* bytes allocated, MARKER_RESERVE of them kept free for the marker */
+    size_t wanted; /* bytes the line should have: len plus whatever could not be kept */
+    char stack[STACK_BYTES];
+};
+
+static void line_init(struct line *l)
+{
+    l->p = l->stack;
+    l->len = l->wanted = 0;
+    l->cap = sizeof(l->stack);
+}
+
+static void line_done(struct line *l)
+{
+    if (l->p != l->stack)
+        free(l->p);
+}
+
+/* Room for n more bytes (besides the reserve); false when memory ran out. */
+static bool line_room(struct line *l, size_t n)
+{
+    if (l->len + n + MARKER_RESERVE <= l->cap)
+        return true;
+    size_t cap = l->cap;
+    while (cap < l->len + n + MARKER_RESERVE)
+        cap *= 2;
+    char *p = l->p == l->stack ? malloc(cap) : realloc(l->p, cap);
+    if (!p)
+        return false;
+    if (l->p == l->stack)
+        memcpy(p, l->stack, l->len);
+    l->p = p;
+    l->cap = cap;
+    return true;
+}
+
+static size_t line_free_bytes(const struct line *l)
+{
+    return l->cap - MARKER_RESERVE - l->len;
+}
+
+static void line_append(struct line *l, const char *s, size_t n)
+{
+    bool intact = l->wanted == l->len; /* nothing lost so far */
+    l->wanted += n;
+    if (!intact)
+        return; /* after a loss nothing more is kept: the marker counts it */
+    if (!line_room(l, n) && n > line_free_bytes(l))
+        n = line_free_bytes(l); /* out of memory: keep what fits */
+    memcpy(l->p + l->len, s, n);
+    l->len += n;
+}
+
+static void line_appends(struct line *l, const char *s)
+{
+    line_append(l, s, strlen(s));
+}
+
+static void line_vprintf(struct line *l, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void line_vprintf(struct line *l, const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    size_t avail = l->wanted == l->len ? line_free_bytes(l) : 0;
+    int n = vsnprintf(l->p + l->len, avail + 1, fmt, ap); /* +1: the NUL may use the reserve */
+    if (n > 0 && (size_t)n <= avail) {
+        l->len += (size_t)n;
+        l->wanted += (size_t)n;
+    } else if (n > 0 && l->wanted == l->len && line_room(l, (size_t)n + 1)) {
+        vsnprintf(l->p + l->len, (size_t)n + 1, fmt, again);
+        l->len += (size_t)n;
+        l->wanted += (size_t)n;
+    } else if (n > 0) {
+        l->len += avail; /* the prefix vsnprintf wrote */
+        l->wanted += (size_t)n;
+    }
+    va_end(again);
+}
+
+static void line_printf(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void line_printf(struct line *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    line_vprintf(l, fmt, ap);
+    va_end(ap);
+}
+
+/* Appends the marker when something was lost, then the newline, and writes the line. */
+static void line_write(struct line *l)
+{
+    if (l->wanted > l->len) {
+        char marker[MARKER_RESERVE];
+        int n =
+            snprintf(marker, sizeof marker, " [truncated: %zu of %zu bytes]", l->len, l->wanted);
+        size_t m = n > 0 && (size_t)n < sizeof marker - 1 ? (size_t)n : 0;
+        memcpy(l->p + l->len, marker, m);
+        l->len += m;
+    }
+    l->p[l->len++] = '\n';
+    for (size_t off = 0; off < l->len;) {
+        ssize_t w = write(STDERR_FILENO, l->p + off, l->len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+}
+
+/* ---- escaping ---- */
+
+static void append_json_string(struct line *l, const char *s, size_t n)
+{
+    line_appends(l, "\"");
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t width = 1;
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            line_append(l, esc, 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            line_append(l, esc, 6);
+        } else if (c < 0x80) {
+            line_append(l, s + i, 1);
+        } else if (cma_utf8_decode(s + i, n - i, &width) == CMA_UTF8_RUNE_ERROR && width == 1) {
+            line_appends(l, "\\ufffd");
+        } else {
+            line_append(l, s + i, width);
+        }
+        i += width;
+    }
+    line_appends(l, "\"");
+}
+
+/* Go's strconv.Quote for the bytes that matter in a log line. */
+static void append_quoted(struct line *l, const char *s)
+{
+    line_appends(l, "\"");
+    for (const char *p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            line_append(l, esc, 2);
+        } else if (c == '\n' || c == '\t' || c == '\r') {
+            esc[0] = '\\';
+            esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+            line_append(l, esc, 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            snprintf(esc, sizeof esc, "\\x%02x", c);
+            line_append(l, esc, 4);
+        } else {
+            line_append(l, p, 1);
+        }
+    }
+    line_appends(l, "\"");
+}
+
+/* ---- the two formats ---- */
+
+static const char LETTERS[CMA_LOG__COUNT] = {'E', 'W', 'I'};
+static const char *const LEVEL_NAMES[CMA_LOG__COUNT] = {"error", "warning", "info"};
+
+static void line_start(struct line *l, enum cma_log_level level, int v)
+{
     struct timespec ts;
-    struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %c ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000, letter);
-    if (n < 0)
+    if (cma_log_get_format() == CMA_LOG_FORMAT_JSON) {
+        line_printf(l,
+                    "{\"ts\":%lld.%03ld,\"level\":\"%s\",\"v\":%d,\"msg\":", (long long)ts.tv_sec,
+                    ts.tv_nsec / 1000000, LEVEL_NAMES[level], v);
         return;
-    int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-    if (len > sizeof(line) - 2)
-        len = sizeof(line) - 2;
-    for (size_t i = (size_t)n; i < len; i++)
-        if (line[i] == '\n')
-            line[i] = ' ';
-    line[len++] = '\n';
-    ssize_t w = write(STDERR_FILENO, line, len);
-    (void)w;
+    }
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    line_printf(l, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %c ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, LETTERS[level]);
+}
+
+/* The message: in text with newlines turned into spaces, in JSON as a string. */
+static void append_message(struct line *l, const char *msg, size_t n)
+{
+    if (cma_log_get_format() == CMA_LOG_FORMAT_JSON) {
+        append_json_string(l, msg, n);
+        return;
+    }
+    size_t from = l->len;
+    line_append(l, msg, n);
+    for (size_t i = from; i < l->len; i++)
+        if (l->p[i] == '\n' || l->p[i] == '\r')
+            l->p[i] = ' ';
+}
+
+static void append_field(struct line *l, const struct cma_log_field *f, bool json)
+{
+    if (json) {
+        line_appends(l, ",");
+        append_json_string(l, f->key, strlen(f->key));
+        line_appends(l, ":");
+    } else {
+        line_printf(l, " %s=", f->key);
+    }
+    if (f->type == CMA_LOG_FIELD_INT)
+        line_printf(l, "%lld", (long long)f->i);
+    else if (f->type == CMA_LOG_FIELD_FLOAT)
+        line_printf(l, "%.3f", f->f);
+    else if (json)
+        append_json_string(l, f->s ? f->s : "", f->s ? strlen(f->s) : 0);
+    else
+        append_quoted(l, f->s ? f->s : "");
+}
+
+static void emit(enum cma_log_level level, int v, const char *msg, size_t msg_len,
+                 const struct cma_log_field *fields, size_t n_fields)
+{
+    struct line l;
+    line_init(&l);
+    bool json = cma_log_get_format() == CMA_LOG_FORMAT_JSON;
+    line_start(&l, level, v);
+    append_message(&l, msg, msg_len);
+    for (size_t i = 0; i < n_fields; i++)
+        append_field(&l, &fields[i], json);
+    if (json)
+        line_appends(&l, "}");
+    line_write(&l);
+    line_done(&l);
+}
+
+static void vlog(enum cma_log_level level, int v, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
+static void vlog(enum cma_log_level level, int v, const char *fmt, va_list ap)
+{
+    struct line msg;
+    line_init(&msg);
+    line_vprintf(&msg, fmt, ap);
+    if (msg.wanted > msg.len) { /* out of memory while formatting: say so in the message */
+        char marker[MARKER_RESERVE];
+        int n =
+            snprintf(marker, sizeof marker, " [truncated: %zu of %zu bytes]", msg.len, msg.wanted);
+        if (n > 0 && (size_t)n < sizeof marker) {
+            memcpy(msg.p + msg.len, marker, (size_t)n);
+            msg.len += (size_t)n;
+        }
+    }
+    emit(level, v, msg.p, msg.len, NULL, 0);
+    line_done(&msg);
 }
 
 void cma_log(enum cma_log_level level, const char *fmt, ...)
 {
-    static const char letters[CMA_LOG__COUNT] = {'E', 'W', 'I'};
+    if (level >= CMA_LOG__COUNT)
+        level = CMA_LOG_INFO;
     va_list ap;
     va_start(ap, fmt);
-    vlog(letters[level < CMA_LOG__COUNT ? level : CMA_LOG_INFO], fmt, ap);
+    vlog(level, 0, fmt, ap);
     va_end(ap);
 }
 
@@ -67,6 +340,13 @@ void cma_log_v(int v, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vlog('I', fmt, ap);
+    vlog(CMA_LOG_INFO, v, fmt, ap);
     va_end(ap);
+}
+
+void cma_log_fields(int v, const char *msg, const struct cma_log_field *fields, size_t n)
+{
+    if (!cma_log_enabled(v))
+        return;
+    emit(CMA_LOG_INFO, v, msg ? msg : "", msg ? strlen(msg) : 0, fields, fields ? n : 0);
 }

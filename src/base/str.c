@@ -1,4 +1,5 @@
-/* str.c: checked string duplication, comparisons, Go durations, percent-decoding. */
+/* str.c: checked string duplication, comparisons, Go durations, hex digits and percent-escapes
+ * (the one decoder of "%XX" in the project). */
 #include "cma/str.h"
 
 #include <ctype.h>
@@ -147,6 +148,14 @@ int cma_hex_digit(int c)
     return -1;
 }
 
+int cma_percent_escape(const char *s, size_t len, size_t i)
+{
+    if (i + 2 >= len)
+        return -1;
+    int hi = cma_hex_digit(s[i + 1]), lo = cma_hex_digit(s[i + 2]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
 enum cma_errc cma_percent_decode(const char *src, size_t len, bool plus_is_space, char **ret,
                                  struct cma_err *reterr)
 {
@@ -157,20 +166,14 @@ enum cma_errc cma_percent_decode(const char *src, size_t len, bool plus_is_space
     for (size_t i = 0; i < len; i++) {
         char c = src[i];
         if (c == '%') {
-            if (i + 2 >= len) {
+            int b = cma_percent_escape(src, len, i);
+            if (b <= 0) {
                 free(out);
                 return cma_err_set(reterr, CMA_ERR_BAD_REQUEST,
                                    "malformed percent-escape in \"%.*s\"",
                                    (int)(len > 200 ? 200 : len), src);
             }
-            int a = cma_hex_digit(src[i + 1]), b = cma_hex_digit(src[i + 2]);
-            if (a < 0 || b < 0 || (a == 0 && b == 0)) {
-                free(out);
-                return cma_err_set(reterr, CMA_ERR_BAD_REQUEST,
-                                   "malformed percent-escape in \"%.*s\"",
-                                   (int)(len > 200 ? 200 : len), src);
-            }
-            out[o++] = (char)(a * 16 + b);
+            out[o++] = (char)b;
             i += 2;
         } else if (c == '+' && plus_is_space) {
             out[o++] = ' ';

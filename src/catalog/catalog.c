@@ -1,6 +1,6 @@
 /* catalog.c: immutable catalog snapshots, their builder and the store that publishes them.
  *
- * DESIGN: entries live in one array; a power-of-two open-addressing table of indexes finds them
+ * DESIGN: entries live in one array; an index table (cma/hash.h) finds them
  * by (resource pointer, namespaced, metric) — resource pointers are stable because the snapshot
  * holds a reference to the mapper they point into. The builder uses the same table to
  * deduplicate while discovery streams series. Discovery documents are encoded once in
@@ -18,6 +18,7 @@
 
 #include "cma/buf.h"
 #include "cma/encode.h"
+#include "cma/hash.h"
 #include "cma/kube.h"
 #include "cma/restmapper.h"
 #include "cma/router.h"
@@ -25,9 +26,8 @@
 struct entry_table {
     struct cma_catalog_entry *items;
     size_t n, cap;
-    size_t *slots; /* index + 1; 0 = empty */
-    size_t n_slots;
-    bool external; /* keys: metric only, case-insensitive */
+    struct cma_htab index; /* by (resource, namespaced, metric) */
+    bool external;         /* keys: metric only, case-insensitive */
 };
 
 struct cma_catalog_builder {
@@ -50,62 +50,48 @@ struct cma_catalog {
 static uint64_t hash_key(const struct cma_api_resource *res, bool namespaced, const char *metric,
                          size_t len, bool fold)
 {
-    uint64_t h = 1469598103934665603ULL;
     uintptr_t p = (uintptr_t)res;
-    for (size_t i = 0; i < sizeof(p); i++) {
-        h ^= (p >> (8 * i)) & 0xff;
-        h *= 1099511628211ULL;
-    }
-    h ^= namespaced;
-    h *= 1099511628211ULL;
+    uint64_t h = cma_hash_bytes(CMA_HASH_FNV_OFFSET, &p, sizeof(p));
+    h = cma_hash_byte(h, namespaced);
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)metric[i];
-        if (fold && c >= 'A' && c <= 'Z')
-            c = (unsigned char)(c - 'A' + 'a');
-        h ^= c;
-        h *= 1099511628211ULL;
+        h = cma_hash_byte(h, fold && c >= 'A' && c <= 'Z' ? (unsigned char)(c - 'A' + 'a') : c);
     }
     return h;
 }
 
-static bool key_eq(const struct entry_table *t, const struct cma_catalog_entry *e,
-                   const struct cma_api_resource *res, bool namespaced, const char *metric,
-                   size_t len)
+struct key {
+    const struct cma_api_resource *res;
+    bool namespaced;
+    const char *metric;
+    size_t len;
+};
+
+static bool key_eq(const void *ctx, size_t index, const void *key)
 {
-    if (e->resource != res || e->namespaced != namespaced || strlen(e->metric) != len)
+    const struct entry_table *t = ctx;
+    const struct cma_catalog_entry *e = &t->items[index];
+    const struct key *k = key;
+    if (e->resource != k->res || e->namespaced != k->namespaced || strlen(e->metric) != k->len)
         return false;
-    return t->external ? strncasecmp(e->metric, metric, len) == 0
-                       : memcmp(e->metric, metric, len) == 0;
+    return t->external ? strncasecmp(e->metric, k->metric, k->len) == 0
+                       : memcmp(e->metric, k->metric, k->len) == 0;
 }
 
+static uint64_t entry_hash(const void *ctx, size_t index)
+{
+    const struct entry_table *t = ctx;
+    const struct cma_catalog_entry *e = &t->items[index];
+    return hash_key(e->resource, e->namespaced, e->metric, strlen(e->metric), t->external);
+}
+
+/* The index slot of the key: the entry's position + 1, or 0; NULL for an empty table. */
 static size_t *find_slot(const struct entry_table *t, const struct cma_api_resource *res,
                          bool namespaced, const char *metric, size_t len)
 {
-    if (!t->n_slots)
-        return NULL;
-    size_t mask = t->n_slots - 1;
-    size_t i = hash_key(res, namespaced, metric, len, t->external) & mask;
-    for (;;) {
-        size_t *slot = &t->slots[i];
-        if (*slot == 0 || key_eq(t, &t->items[*slot - 1], res, namespaced, metric, len))
-            return slot;
-        i = (i + 1) & mask;
-    }
-}
-
-static enum cma_errc rehash(struct entry_table *t, size_t n_slots)
-{
-    size_t *slots = calloc(n_slots, sizeof(*slots));
-    if (!slots)
-        return CMA_ERR_NOMEM;
-    free(t->slots);
-    t->slots = slots;
-    t->n_slots = n_slots;
-    for (size_t k = 0; k < t->n; k++) {
-        const struct cma_catalog_entry *e = &t->items[k];
-        *find_slot(t, e->resource, e->namespaced, e->metric, strlen(e->metric)) = k + 1;
-    }
-    return CMA_OK;
+    struct key k = {res, namespaced, metric, len};
+    return cma_htab_find(&t->index, hash_key(res, namespaced, metric, len, t->external), &k, key_eq,
+                         t);
 }
 
 static void table_done(struct entry_table *t)
@@ -115,7 +101,7 @@ static void table_done(struct entry_table *t)
         free(t->items[i].series);
     }
     free(t->items);
-    free(t->slots);
+    cma_htab_done(&t->index);
     memset(t, 0, sizeof(*t));
 }
 
@@ -123,7 +109,7 @@ static enum cma_errc table_put(struct entry_table *t, const struct cma_api_resou
                                bool namespaced, const char *metric, size_t len, const char *series,
                                size_t series_len, const struct cma_rule *rule)
 {
-    if ((t->n + 1) * 2 > t->n_slots && rehash(t, t->n_slots ? t->n_slots * 2 : 64) != CMA_OK)
+    if (cma_htab_reserve(&t->index, t->n, entry_hash, t) != CMA_OK)
         return CMA_ERR_NOMEM;
     size_t *slot = find_slot(t, res, namespaced, metric, len);
     if (*slot) {

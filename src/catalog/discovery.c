@@ -24,8 +24,10 @@
 #include "cma/catalog.h"
 #include "cma/clock.h"
 #include "cma/config.h"
+#include "cma/hash.h"
 #include "cma/kube.h"
 #include "cma/log.h"
+#include "cma/metrics.h"
 #include "cma/backend.h"
 #include "cma/prom.h"
 #include "cma/restmapper.h"
@@ -42,67 +44,67 @@ struct smap_item {
 };
 
 struct smap {
-    struct smap_item *items;
-    size_t n, cap; /* cap: power of two */
+    struct smap_item *items; /* in insertion order */
+    size_t n, cap;
+    struct cma_htab index; /* by key */
 };
 
-static uint64_t smap_hash(const char *s, size_t len)
+struct smap_key {
+    const char *ptr;
+    size_t len;
+};
+
+static bool smap_eq(const void *ctx, size_t index, const void *key)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
+    const struct smap *m = ctx;
+    const struct smap_key *k = key;
+    return m->items[index].key_len == k->len && memcmp(m->items[index].key, k->ptr, k->len) == 0;
 }
 
-static struct smap_item *smap_find(struct smap *m, const char *key, size_t len)
+static uint64_t smap_hash(const void *ctx, size_t index)
 {
-    if (!m->cap)
-        return NULL;
-    size_t i = smap_hash(key, len) & (m->cap - 1);
-    for (;;) {
-        struct smap_item *it = &m->items[i];
-        if (!it->key || (it->key_len == len && memcmp(it->key, key, len) == 0))
-            return it;
-        i = (i + 1) & (m->cap - 1);
-    }
+    const struct smap *m = ctx;
+    return cma_hash_str(m->items[index].key, m->items[index].key_len);
 }
 
 static void smap_done(struct smap *m)
 {
-    for (size_t i = 0; i < m->cap; i++) {
+    for (size_t i = 0; i < m->n; i++) {
         free(m->items[i].key);
         free(m->items[i].name);
     }
     free(m->items);
+    cma_htab_done(&m->index);
     memset(m, 0, sizeof(*m));
 }
 
-/* Returns the slot for key, inserting an empty one (key copied) when absent; NULL on OOM.
- * *ret_new tells whether it was inserted. */
+/* Returns the item for key, appending an empty one (key copied) when absent; NULL on OOM.
+ * *ret_new tells whether it was inserted. The pointer is valid until the next upsert. */
 static struct smap_item *smap_upsert(struct smap *m, const char *key, size_t len, bool *ret_new)
 {
-    if ((m->n + 1) * 2 > m->cap) {
-        struct smap grown = {calloc(m->cap ? m->cap * 2 : 64, sizeof(struct smap_item)), m->n,
-                             m->cap ? m->cap * 2 : 64};
-        if (!grown.items)
+    *ret_new = false;
+    if (cma_htab_reserve(&m->index, m->n, smap_hash, m) != CMA_OK)
+        return NULL;
+    struct smap_key k = {key, len};
+    size_t *slot = cma_htab_find(&m->index, cma_hash_str(key, len), &k, smap_eq, m);
+    if (*slot)
+        return &m->items[*slot - 1];
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 32;
+        struct smap_item *items = realloc(m->items, cap * sizeof(*items));
+        if (!items)
             return NULL;
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->items[i].key)
-                *smap_find(&grown, m->items[i].key, m->items[i].key_len) = m->items[i];
-        free(m->items);
-        *m = grown;
+        m->items = items;
+        m->cap = cap;
     }
-    struct smap_item *it = smap_find(m, key, len);
-    *ret_new = it->key == NULL;
-    if (*ret_new) {
-        it->key = strndup(key, len);
-        if (!it->key)
-            return NULL;
-        it->key_len = len;
-        m->n++;
-    }
+    struct smap_item *it = &m->items[m->n];
+    memset(it, 0, sizeof(*it));
+    it->key = strndup(key, len);
+    if (!it->key)
+        return NULL;
+    it->key_len = len;
+    *slot = ++m->n;
+    *ret_new = true;
     return it;
 }
 
@@ -288,7 +290,80 @@ struct cma_discovery {
     bool refresh_requested;             /* guarded by mu */
     int64_t last_refresh_req_ms;        /* monotonic; 0 = never; guarded by mu */
     struct cma_discovery_status status; /* guarded by mu */
+    struct cma_metric *m_relists, *m_duration, *m_last_success, *m_series; /* NULL: unmeasured */
 };
+
+/* ---- self-metrics: relists by result, their duration, the last success, series read ---- */
+
+static void register_metrics(struct cma_discovery *d, struct cma_metrics *m)
+{
+    static const char *const result[] = {"result"};
+    static const double bounds[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+    d->m_relists = cma_metrics_counter(m, "custom_metrics_adapter_relist_total",
+                                       "Relists of the backend's series by result (success, "
+                                       "failure).",
+                                       result, 1);
+    d->m_duration = cma_metrics_histogram(
+        m, "custom_metrics_adapter_relist_duration_seconds",
+        "Duration of relists in seconds (every seriesQuery listed and folded into a catalog).",
+        NULL, 0, bounds, sizeof(bounds) / sizeof(bounds[0]));
+    d->m_last_success = cma_metrics_gauge(
+        m, "custom_metrics_adapter_relist_last_success_timestamp_seconds",
+        "Unix time of the start of the last successful relist; 0 before the first.", NULL, 0);
+    d->m_series = cma_metrics_counter(m, "custom_metrics_adapter_relist_series_total",
+                                      "Series read from the backend by relists.", NULL, 0);
+}
+
+static void record_relist(struct cma_discovery *d, enum cma_errc rc, int64_t wall_ms,
+                          int64_t took_ms, uint64_t n_series)
+{
+    cma_metric_inc(d->m_relists, (const char *const[]){rc == CMA_OK ? "success" : "failure"});
+    cma_metric_observe(d->m_duration, NULL, (double)took_ms / 1e3);
+    cma_metric_add(d->m_series, NULL, (double)n_series);
+    if (rc == CMA_OK)
+        cma_metric_set(d->m_last_success, NULL, (double)wall_ms / 1e3);
+}
+
+/* A backend that counts the series a relist reads and forwards everything (discovery thread). */
+struct counting {
+    const struct cma_backend *inner;
+    cma_series_fn fn;
+    void *fn_ctx;
+    uint64_t n;
+};
+
+static int count_one(void *ctx, const char *metric, size_t metric_len,
+                     const struct cma_label_view *labels, size_t n_labels)
+{
+    struct counting *c = ctx;
+    c->n++;
+    return c->fn(c->fn_ctx, metric, metric_len, labels, n_labels);
+}
+
+static enum cma_errc counting_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
+                                     cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+{
+    struct counting *c = ctx;
+    c->fn = fn;
+    c->fn_ctx = fn_ctx;
+    return cma_backend_series(c->inner, match, start_ms, end_ms, count_one, c, reterr);
+}
+
+static enum cma_errc counting_query(void *ctx, const char *promql, int64_t time_ms,
+                                    cma_sample_keep_fn keep, void *keep_ctx,
+                                    struct cma_prom_result **ret, struct cma_err *reterr)
+{
+    struct counting *c = ctx;
+    return cma_backend_query(c->inner, promql, time_ms, keep, keep_ctx, ret, reterr);
+}
+
+static const char *counting_name(const void *ctx)
+{
+    const struct counting *c = ctx;
+    return cma_backend_name(c->inner);
+}
+
+static const struct cma_backend_ops COUNTING_OPS = {counting_query, counting_series, counting_name};
 
 /* Sleeps up to ms or until stop or a refresh request; returns true when stopping. */
 static bool wait_or_stop(struct cma_discovery *d, int64_t ms)
@@ -351,9 +426,12 @@ static void *discovery_main(void *arg)
         struct cma_err err;
         cma_err_clear(&err);
         struct cma_catalog *c = NULL;
-        int64_t wall = cma_clock_wall_ms();
+        int64_t wall = cma_clock_wall_ms(), t0 = cma_clock_mono_ms();
+        struct counting counted = {.inner = &d->cfg.backend};
+        struct cma_backend backend = {&COUNTING_OPS, &counted};
         enum cma_errc rc =
-            cma_discovery_relist(&d->cfg.backend, d->cfg.rules, mapper, wall, max_age, &c, &err);
+            cma_discovery_relist(&backend, d->cfg.rules, mapper, wall, max_age, &c, &err);
+        record_relist(d, rc, wall, cma_clock_mono_ms() - t0, counted.n);
         pthread_mutex_lock(&d->mu);
         d->status.n_relists++;
         d->status.last_attempt_wall_ms = wall;
@@ -396,6 +474,7 @@ enum cma_errc cma_discovery_start(const struct cma_discovery_config *cfg,
     if (!d)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     d->cfg = *cfg;
+    register_metrics(d, cfg->metrics);
     if (d->cfg.relist_interval_ms <= 0)
         d->cfg.relist_interval_ms = 600000;
     if (d->cfg.discovery_interval_ms <= 0)

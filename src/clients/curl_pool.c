@@ -1,6 +1,6 @@
 /* curl_pool.c: a bounded pool of CURL easy handles shared by the threads of one client, plus
- * the small helpers prom.c and kube.c both need (URL encoding, curl error classes, one-line
- * body snippets, small file reads).
+ * the small helpers prom.c and kube.c both need (URL encoding and parts, curl error classes,
+ * one-line body snippets, small file reads).
  *
  * DESIGN: an easy handle owns its connection cache, so handing the same handles from thread to
  * thread (never two threads at once) is what lets keep-alive connections be reused. take()
@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "cma/str.h"
 
 struct cma_curl_pool {
     pthread_mutex_t lock; /* guards idle and n_idle */
@@ -129,6 +131,20 @@ enum cma_errc cma_clients_urlencode(struct cma_buf *b, const char *s, size_t len
         }
     }
     return cma_buf_append(b, chunk, n);
+}
+
+enum cma_errc cma_clients_url_part(CURLU *u, CURLUPart part, char **ret)
+{
+    char *s = NULL;
+    CURLUcode uc = curl_url_get(u, part, &s, 0);
+    *ret = NULL;
+    if (uc == CURLUE_OUT_OF_MEMORY)
+        return CMA_ERR_NOMEM;
+    if (uc != CURLUE_OK || !s)
+        return CMA_OK;
+    *ret = cma_strdup(s);
+    curl_free(s);
+    return *ret ? CMA_OK : CMA_ERR_NOMEM;
 }
 
 enum cma_errc cma_clients_append_unix_seconds(struct cma_buf *b, int64_t ms)

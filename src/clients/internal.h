@@ -4,12 +4,19 @@
  *
  * - curl_pool.c: a bounded, mutex-protected pool of CURL easy handles (thread-safe) plus the
  *   helpers both HTTP clients use (URL encoding, curl error classes, body snippets, file reads).
+ * - transport.c: the one place an HTTP request is performed, for prom.c and kube.c alike: a
+ *   handle from the pool, credentials + TLS + timeouts, one mapping of transport failures and
+ *   HTTP statuses to cma_err codes, and a report of each request to the client's notifier.
  * - kubeconfig.c: kubeconfig / in-cluster settings → struct cma_kube_conn (plain data).
- * - kube.c: the pure JSON helpers for discovery documents, LIST pages and Status bodies, and a
- *   constructor from a struct cma_kube_conn (tests use it with a plain-HTTP fake server). */
+ * - kube_decode.c: the pure decoders of kube-apiserver bodies (discovery documents, LIST pages,
+ *   Status bodies, RFC 3339 times, watch-stream lines).
+ * - kube.c: a constructor from a struct cma_kube_conn (tests use it with a plain-HTTP fake
+ *   server).
+ * - credentials.c (contract in cma/credentials.h): the snapshot a request sets on its handle. */
 #ifndef CMA_CLIENTS_INTERNAL_H
 #define CMA_CLIENTS_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +24,7 @@
 #include <curl/curl.h>
 
 #include "cma/buf.h"
+#include "cma/credentials.h"
 #include "cma/err.h"
 #include "cma/kube.h"
 
@@ -44,6 +52,10 @@ void cma_curl_pool_give(struct cma_curl_pool *pool, CURL *h);
 enum cma_errc cma_clients_urlencode(struct cma_buf *b, const char *s, size_t len,
                                     bool plus_for_space);
 
+/* Fetches one part of a parsed URL as a new string; *ret NULL when the part is absent.
+ * CMA_ERR_NOMEM only. */
+enum cma_errc cma_clients_url_part(CURLU *u, CURLUPart part, char **ret);
+
 /* Appends unix milliseconds as "seconds.mmm" (1732227811123 → "1732227811.123"). */
 enum cma_errc cma_clients_append_unix_seconds(struct cma_buf *b, int64_t ms);
 
@@ -70,6 +82,117 @@ enum cma_errc cma_clients_read_file(const char *path, size_t max, char **ret, si
 /* Trims ASCII whitespace (space, \t, \r, \n, \v, \f) at both ends in place; returns s. */
 char *cma_clients_trim(char *s);
 
+/* ---- credentials.c ---------------------------------------------------------------------- */
+
+/* The credentials one request uses: immutable, reference-counted (see credentials.c). */
+struct cma_cred_snap {
+    atomic_uint refs;
+    char *authorization; /* "Authorization: Bearer <token>", or NULL */
+    char *username;      /* basic auth when non-NULL, with password */
+    char *password;
+    unsigned char *ca; /* PEM bytes (NUL-terminated), NULL = unset */
+    size_t ca_len;
+    unsigned char *cert;
+    size_t cert_len;
+    unsigned char *key;
+    size_t key_len;
+    bool insecure_skip_verify;
+};
+
+/* Refreshes (as cma_creds_refresh, *warning set once per refused change) and returns a
+ * reference to the current snapshot; never NULL. Release it after the transfer. */
+struct cma_cred_snap *cma_creds_take(struct cma_creds *c, struct cma_err *warning);
+void cma_cred_snap_release(struct cma_cred_snap *s);
+/* Sets the CA, client certificate and key (blobs, copied by curl), insecure-skip-verify and
+ * basic auth on h. The Authorization line is the caller's to send. */
+enum cma_errc cma_cred_snap_setopt(const struct cma_cred_snap *s, CURL *h, struct cma_err *reterr);
+
+/* ---- transport.c ------------------------------------------------------------------------- */
+
+/* How one client's failures become errors: the codes of its stage (BACKEND_* or KUBE_*) and the
+ * name its messages give the peer. One table per client, read-only. */
+struct cma_transport_errors {
+    const char *peer;                 /* "prometheus", "the Kubernetes API" */
+    enum cma_errc timeout;            /* curl failures, by class (cma_clients_curl_class) */
+    enum cma_errc unreachable;        /*   connect, DNS, TLS, send/recv */
+    enum cma_errc bad_reply;          /*   not HTTP, bad encoding */
+    enum cma_errc other;              /*   anything else, and a stopped transfer */
+    enum cma_errc too_large;          /* a gathered body over its ceiling */
+    enum cma_errc status_error;       /* an HTTP status that is no success */
+    enum cma_errc status_unavailable; /*   502, 503, 504 (and see busy_5xx_429) */
+    enum cma_errc status_not_found;   /*   404 */
+    bool busy_5xx_429;                /* every 5xx and 429 are status_unavailable too */
+    bool credentials_hint;            /* 401 and 403 add " (check credentials)" */
+    bool timeout_names_request;       /* "<peer> did not answer <what> within ..." */
+};
+
+/* What one client sends its requests with. Read-only once set up, so shared by every thread;
+ * pool and credentials are thread-safe themselves. */
+struct cma_transport {
+    const char *client; /* "prometheus", "kube": names the client in reports */
+    const struct cma_transport_errors *errors;
+    struct cma_curl_pool *pool;    /* owned */
+    struct cma_creds *creds;       /* owned; set by the client after init */
+    struct curl_slist *connect_to; /* owned; NULL, or CURLOPT_CONNECT_TO entries */
+    int64_t connect_timeout_ms;
+    struct cma_client_notifier notifier;
+};
+
+/* Zeroes t, sets its names and connect timeout and creates its handle pool. On failure t holds
+ * nothing to free. */
+enum cma_errc cma_transport_init(struct cma_transport *t, const char *client,
+                                 const struct cma_transport_errors *errors,
+                                 int64_t connect_timeout_ms, struct cma_err *reterr);
+/* Frees the pool, the credentials and connect_to. */
+void cma_transport_done(struct cma_transport *t);
+
+struct cma_http_request {
+    const char *method;         /* "GET" or "POST" */
+    const char *url;            /* as sent (may hold user:password@) */
+    const char *public_url;     /* the same without credentials, for the report; NULL: url */
+    const char *what;           /* for messages: "/api/v1/query", "GET /api/v1/pods" */
+    const char *where;          /* for "cannot reach <peer> at <where>" */
+    struct curl_slist *headers; /* the client's (read only); Authorization goes in front */
+    const char *body;           /* POST body, body_len bytes; NULL for GET */
+    size_t body_len;
+    int64_t timeout_ms;        /* the whole transfer */
+    curl_write_callback write; /* NULL: the body is gathered into *gather */
+    void *write_ctx;
+    struct cma_buf *gather;          /* initialised by the caller with its ceiling */
+    curl_xferinfo_callback progress; /* NULL: none */
+    void *progress_ctx;
+    CURL **handle;  /* when set, receives the transfer's handle before it runs */
+    bool dedicated; /* a handle of its own, not the pool's (a long watch) */
+    size_t long_get_bytes, max_get_bytes; /* copied into the report */
+};
+
+struct cma_http_result {
+    long status; /* 0 when no answer came */
+    CURLcode curl;
+    char error[CURL_ERROR_SIZE]; /* curl's words when curl != CURLE_OK */
+    int64_t duration_ms;
+    uint64_t bytes;
+};
+
+/* Performs req with t's credentials (the current snapshot, held for the transfer; a refused
+ * rotation goes to t->notifier.on_credentials), then reports it (t->notifier.on_request).
+ * CMA_OK when an HTTP answer came back whole, whatever its status (res->status); otherwise the
+ * failure mapped by t->errors (a stopped write callback gives `other`: res->curl is then
+ * CURLE_WRITE_ERROR and the caller may put its own verdict instead). */
+enum cma_errc cma_transport_perform(struct cma_transport *t, const struct cma_http_request *req,
+                                    struct cma_http_result *res, struct cma_err *reterr);
+
+/* The code of an HTTP status that is no success, by e. */
+enum cma_errc cma_transport_status_code(const struct cma_transport_errors *e, long status);
+/* "<peer> answered HTTP <status> for <what>[ (check credentials)][: <detail>]" with that code. */
+enum cma_errc cma_transport_status_error(const struct cma_transport_errors *e, long status,
+                                         const char *what, const char *detail,
+                                         struct cma_err *reterr);
+/* A failed transfer (crc != CURLE_OK; why = curl's words) as an error of e. */
+enum cma_errc cma_transport_curl_error(const struct cma_transport_errors *e, CURLcode crc,
+                                       const char *why, const char *what, const char *where,
+                                       int64_t timeout_ms, struct cma_err *reterr);
+
 /* ---- kubeconfig.c ------------------------------------------------------------------------ */
 
 /* Where and how to reach a kube-apiserver. Every pointer is owned (free with
@@ -91,9 +214,29 @@ struct cma_kube_conn {
     char *token_file;      /* bearer token re-read on every request (rotating SA tokens) */
     char *username;        /* basic auth */
     char *password;
+    char *source; /* for messages: "kubeconfig <path>" or "in-cluster service account" */
+    bool in_cluster;
 };
 
 void cma_kube_conn_done(struct cma_kube_conn *c);
+
+/* Labels of a connection's settings for messages ("kubeconfig /k.yaml client-key-data",
+ * "in-cluster service account ca.crt"), filled by cma_kube_conn_cred_spec. */
+struct cma_kube_conn_labels {
+    char ca[300], cert[300], key[300], token[300], password[300];
+};
+
+/* The credentials of a connection as a spec for cma_creds_new (pointers borrowed from conn and
+ * labels, which must outlive the call). tokenFile wins over token; *-data over files. */
+void cma_kube_conn_cred_spec(const struct cma_kube_conn *conn, struct cma_kube_conn_labels *labels,
+                             struct cma_cred_spec *ret);
+
+/* The service-account credentials of this pod for another server (--prometheus-auth-incluster):
+ * <sa_dir>/token (sa_dir NULL = /var/run/secrets/kubernetes.io/serviceaccount) and ca.crt when
+ * it exists; no server, no KUBERNETES_SERVICE_* variables needed. Only paths: the files are
+ * read (and checked) by cma_creds_new. */
+enum cma_errc cma_kubeconfig_service_account(const char *sa_dir, struct cma_kube_conn *ret,
+                                             struct cma_err *reterr);
 
 /* Loads a kubeconfig file: current-context → context → cluster and user. Relative file paths
  * resolve against the kubeconfig's directory; *-data values are base64-decoded. Errors:
@@ -107,8 +250,10 @@ enum cma_errc cma_kubeconfig_parse(const char *path, const char *text, size_t le
                                    struct cma_kube_conn *ret, struct cma_err *reterr);
 
 /* In-cluster settings from KUBERNETES_SERVICE_HOST/PORT and the service-account directory
- * (sa_dir NULL = /var/run/secrets/kubernetes.io/serviceaccount): token file (re-read per
- * request) and ca.crt. CMA_ERR_FLAG when the variables are unset or the token is unreadable. */
+ * (sa_dir NULL = /var/run/secrets/kubernetes.io/serviceaccount): token file (re-read when it
+ * changes) and ca.crt when something exists at that path (it must then be a valid bundle; no
+ * ca.crt = system CAs, as client-go). CMA_ERR_FLAG when the variables are unset or the token is
+ * unreadable. */
 enum cma_errc cma_kubeconfig_in_cluster(const char *sa_dir, struct cma_kube_conn *ret,
                                         struct cma_err *reterr);
 
@@ -123,6 +268,8 @@ bool cma_clients_base64_decode(const char *s, size_t len, unsigned char **ret, s
  * Copies what it needs from conn. timeout_ms 0 → 10 s. */
 enum cma_errc cma_kube_new_from_conn(const struct cma_kube_conn *conn, int64_t timeout_ms,
                                      struct cma_kube **ret, struct cma_err *reterr);
+
+/* ---- kube_decode.c ----------------------------------------------------------------------- */
 
 /* GET /api (APIVersions): the core version to use ("v1" when listed, else the first).
  * Caller owns *ret. CMA_ERR_KUBE_ERROR on a bad document. */
@@ -158,6 +305,12 @@ enum cma_errc cma_kube_parse_object_page(const char *body, size_t len,
                                          struct cma_kube_object **objs, size_t *n, size_t *cap,
                                          char **ret_continue, struct cma_err *reterr);
 
+/* The same, also returning the list's metadata.resourceVersion in *ret_rv (NULL when absent or
+ * ""; ret_rv may be NULL). On failure neither string is returned. */
+enum cma_errc cma_kube_parse_list_page(const char *body, size_t len, struct cma_kube_object **objs,
+                                       size_t *n, size_t *cap, char **ret_rv, char **ret_continue,
+                                       struct cma_err *reterr);
+
 /* RFC 3339 time as metav1.Time accepts it ("2026-11-21T21:39:06Z", fractions, ±HH:MM
  * offsets) → unix ms. false when malformed. */
 bool cma_kube_parse_time(const char *s, int64_t *ret_ms);
@@ -165,5 +318,23 @@ bool cma_kube_parse_time(const char *s, int64_t *ret_ms);
 /* The `message` of a metav1.Status body, else the body as a one-line snippet (at most 200
  * bytes), into out. */
 void cma_kube_status_message(const char *body, size_t len, char *out, size_t out_len);
+
+/* A watch stream cut into event lines as it arrives: chunks of any size go in, each complete
+ * line (without its newline, trailing CR and blanks; empty lines skipped) goes to fn at once.
+ * Only the unfinished part of a line is kept, at most max_line bytes. */
+struct cma_kube_lines {
+    struct cma_buf partial;
+};
+typedef enum cma_errc (*cma_kube_line_fn)(void *ctx, const char *line, size_t len,
+                                          struct cma_err *reterr);
+void cma_kube_lines_init(struct cma_kube_lines *l, size_t max_line);
+void cma_kube_lines_done(struct cma_kube_lines *l);
+/* fn's error is returned as it is; a line over max_line → CMA_ERR_KUBE_ERROR "a watch event is
+ * over N bytes". */
+enum cma_errc cma_kube_lines_feed(struct cma_kube_lines *l, const char *data, size_t len,
+                                  cma_kube_line_fn fn, void *ctx, struct cma_err *reterr);
+/* The stream ended: a last line without a newline goes to fn too. */
+enum cma_errc cma_kube_lines_finish(struct cma_kube_lines *l, cma_kube_line_fn fn, void *ctx,
+                                    struct cma_err *reterr);
 
 #endif

@@ -6,12 +6,15 @@
  * (cluster, user) → cluster (server, certificate-authority[-data], insecure-skip-tls-verify,
  * tls-server-name) and user (client-certificate[-data], client-key[-data], token, tokenFile,
  * username, password). *-data wins over the file form; tokenFile wins over token (and is re-read
- * per request by kube.c). Relative paths resolve against the kubeconfig's directory. exec and
- * auth-provider users are refused with a clear message rather than silently sent anonymous.
- * Errors carry the position of the offending node. Pure functions of their inputs; no state. */
+ * when it changes, by credentials.c). Relative paths resolve against the kubeconfig's directory.
+ * exec and auth-provider users are refused with a clear message rather than silently sent
+ * anonymous. Errors carry the position of the offending node. Pure functions of their inputs; no
+ * state. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cma/buf.h"
 #include "cma/str.h"
@@ -37,6 +40,7 @@ void cma_kube_conn_done(struct cma_kube_conn *c)
     free(c->token_file);
     free(c->username);
     free(c->password);
+    free(c->source);
     memset(c, 0, sizeof(*c));
 }
 
@@ -332,6 +336,16 @@ static enum cma_errc from_tree(const char *path, const struct cma_ynode *root,
     return rc;
 }
 
+static enum cma_errc set_source(struct cma_kube_conn *c, const char *path, struct cma_err *reterr)
+{
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    if (cma_buf_printf(&b, "kubeconfig %s", path) != CMA_OK)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    c->source = cma_buf_take(&b);
+    return c->source ? CMA_OK : cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+}
+
 enum cma_errc cma_kubeconfig_parse(const char *path, const char *text, size_t len,
                                    struct cma_kube_conn *ret, struct cma_err *reterr)
 {
@@ -342,6 +356,8 @@ enum cma_errc cma_kubeconfig_parse(const char *path, const char *text, size_t le
         return rc;
     rc = from_tree(path, cma_ydoc_root(doc), ret, reterr);
     cma_ydoc_free(doc);
+    if (rc == CMA_OK)
+        rc = set_source(ret, path, reterr);
     if (rc != CMA_OK)
         cma_kube_conn_done(ret);
     return rc;
@@ -357,8 +373,50 @@ enum cma_errc cma_kubeconfig_load(const char *path, struct cma_kube_conn *ret,
         return rc;
     rc = from_tree(path, cma_ydoc_root(doc), ret, reterr);
     cma_ydoc_free(doc);
+    if (rc == CMA_OK)
+        rc = set_source(ret, path, reterr);
     if (rc != CMA_OK)
         cma_kube_conn_done(ret);
+    return rc;
+}
+
+/* Takes the token path and, when something exists at it, the ca.crt path (a directory or a
+ * garbage file there is then refused by credentials.c, not silently skipped). */
+static enum cma_errc sa_files(struct cma_kube_conn *c, struct cma_buf *token_file,
+                              struct cma_buf *ca_file, struct cma_err *reterr)
+{
+    struct stat st;
+    c->in_cluster = true;
+    c->source = cma_strdup("in-cluster service account");
+    c->token_file = cma_buf_take(token_file);
+    bool want_ca = stat(cma_buf_str(ca_file), &st) == 0 || errno != ENOENT;
+    if (want_ca)
+        c->ca_file = cma_buf_take(ca_file);
+    if (!c->source || !c->token_file || (want_ca && !c->ca_file)) {
+        cma_kube_conn_done(c);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    return CMA_OK;
+}
+
+enum cma_errc cma_kubeconfig_service_account(const char *sa_dir, struct cma_kube_conn *ret,
+                                             struct cma_err *reterr)
+{
+    memset(ret, 0, sizeof(*ret));
+    if (!sa_dir)
+        sa_dir = SA_DIR;
+    struct cma_buf token_file, ca_file;
+    cma_buf_init(&token_file, 0);
+    cma_buf_init(&ca_file, 0);
+    enum cma_errc rc = cma_buf_printf(&token_file, "%s/token", sa_dir);
+    if (rc == CMA_OK)
+        rc = cma_buf_printf(&ca_file, "%s/ca.crt", sa_dir);
+    if (rc == CMA_OK)
+        rc = sa_files(ret, &token_file, &ca_file, reterr);
+    else
+        rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    cma_buf_done(&token_file);
+    cma_buf_done(&ca_file);
     return rc;
 }
 
@@ -402,19 +460,48 @@ enum cma_errc cma_kubeconfig_in_cluster(const char *sa_dir, struct cma_kube_conn
         goto out;
     }
     ret->server = cma_buf_take(&server);
-    ret->token_file = cma_buf_take(&token_file);
-    FILE *f = fopen(cma_buf_str(&ca_file), "rb");
-    if (f) {
-        fclose(f);
-        ret->ca_file = cma_buf_take(&ca_file);
-    }
-    if (!ret->server || !ret->token_file || (f && !ret->ca_file)) {
-        cma_kube_conn_done(ret);
-        rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-    }
+    rc = ret->server ? sa_files(ret, &token_file, &ca_file, reterr)
+                     : cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
 out:
     cma_buf_done(&server);
     cma_buf_done(&token_file);
     cma_buf_done(&ca_file);
     return rc;
+}
+
+/* ---- credentials ------------------------------------------------------------------------- */
+
+static void label_item(char *out, size_t out_len, const struct cma_kube_conn *c, const char *field)
+{
+    snprintf(out, out_len, "%s %s", c->source ? c->source : "kubeconfig", field);
+}
+
+void cma_kube_conn_cred_spec(const struct cma_kube_conn *c, struct cma_kube_conn_labels *l,
+                             struct cma_cred_spec *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    bool sa = c->in_cluster;
+    label_item(l->ca, sizeof(l->ca), c,
+               sa           ? "ca.crt"
+               : c->ca_data ? "certificate-authority-data"
+                            : "certificate-authority");
+    label_item(l->cert, sizeof(l->cert), c,
+               c->cert_data ? "client-certificate-data" : "client-certificate");
+    label_item(l->key, sizeof(l->key), c, c->key_data ? "client-key-data" : "client-key");
+    label_item(l->token, sizeof(l->token), c, sa ? "token" : c->token_file ? "tokenFile" : "token");
+    label_item(l->password, sizeof(l->password), c, "password");
+    ret->ca =
+        (struct cma_cred_item){l->ca, c->ca_data ? NULL : c->ca_file, c->ca_data, c->ca_data_len};
+    ret->cert = (struct cma_cred_item){l->cert, c->cert_data ? NULL : c->cert_file, c->cert_data,
+                                       c->cert_data_len};
+    ret->key = (struct cma_cred_item){l->key, c->key_data ? NULL : c->key_file, c->key_data,
+                                      c->key_data_len};
+    ret->token = (struct cma_cred_item){l->token, c->token_file,
+                                        c->token_file ? NULL : (const unsigned char *)c->token,
+                                        c->token && !c->token_file ? strlen(c->token) : 0};
+    ret->username = c->username;
+    if (c->username && c->password)
+        ret->password = (struct cma_cred_item){
+            l->password, NULL, (const unsigned char *)c->password, strlen(c->password)};
+    ret->insecure_skip_verify = c->insecure_skip_verify;
 }

@@ -9,7 +9,9 @@
  * One thread per cache runs LIST, then WATCH from the list's resourceVersion (bookmarks move
  * it on); a 410 Gone (HTTP or ERROR event) re-lists; a broken stream reconnects from the last
  * resourceVersion after a backoff of 200 ms doubling to 30 s, with jitter, reset once a watch
- * delivered an event. This module logs (reconnects, re-lists). */
+ * delivered an event. This module does not log: what its threads go through (LIST failures,
+ * re-lists, refused or broken watches, a cache that cannot start) is reported as events to the
+ * registry's observer, which the layer that decides supplies (main logs them). */
 #include "cma/objcache.h"
 
 #include <errno.h>
@@ -24,7 +26,6 @@
 
 #include "cma/clock.h"
 #include "cma/kube.h"
-#include "cma/log.h"
 #include "cma/selector.h"
 #include "cma/str.h"
 
@@ -44,6 +45,7 @@ struct cma_objcache {
     char rv[RV_MAX];
     bool synced;
     size_t lists, watches;
+    struct cma_objcache_observer observer; /* set before the thread starts; read-only */
     /* thread */
     pthread_t thread;
     bool started;
@@ -586,6 +588,14 @@ static int64_t jitter(int64_t ms, unsigned *seed)
     return ms - span + (int64_t)(rand_r(seed) % (unsigned)(2 * span + 1));
 }
 
+/* Hands ev (for c's resource) to the observer, if any. */
+static void notify(const struct cma_objcache *c, struct cma_objcache_event ev)
+{
+    ev.resource = c->resource;
+    if (c->observer.on_event)
+        c->observer.on_event(c->observer.ctx, &ev);
+}
+
 static void *cache_thread(void *arg)
 {
     struct cma_objcache *c = arg;
@@ -602,8 +612,8 @@ static void *cache_thread(void *arg)
                                                    build_add, &lb, &rv, &status, &err);
             if (rc != CMA_OK) {
                 free_packs(lb.objs, lb.n);
-                cma_log_warn("cache of %s: LIST failed (retry in %lld ms): %s", c->resource,
-                             (long long)backoff, err.msg);
+                notify(c, (struct cma_objcache_event){
+                              .kind = CMA_OBJCACHE_LIST_FAILED, .retry_ms = backoff, .err = &err});
                 if (sleep_or_stop(c, jitter(backoff, &seed)))
                     break;
                 backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
@@ -613,8 +623,9 @@ static void *cache_thread(void *arg)
             /* The LIST's decoded pages were freed, but glibc keeps the pages of this thread's
              * arena resident (16 MiB for 1,000 pods): give them back. */
             malloc_trim(0);
-            cma_log_v(4, "cache of %s: listed %zu objects at resourceVersion %s", c->resource,
-                      cma_objcache_count(c), rv);
+            notify(c, (struct cma_objcache_event){.kind = CMA_OBJCACHE_LISTED,
+                                                  .count = cma_objcache_count(c),
+                                                  .resource_version = rv});
             free(rv);
             need_list = false;
             backoff = BACKOFF_FIRST_MS;
@@ -633,7 +644,8 @@ static void *cache_thread(void *arg)
         if (atomic_load(&c->stop))
             break;
         if (wc.gone || status == 410) {
-            cma_log_v(2, "cache of %s: resourceVersion %s is gone: re-listing", c->resource, rv);
+            notify(c,
+                   (struct cma_objcache_event){.kind = CMA_OBJCACHE_GONE, .resource_version = rv});
             need_list = true;
             continue;
         }
@@ -643,8 +655,8 @@ static void *cache_thread(void *arg)
             pthread_rwlock_wrlock(&c->lock);
             c->synced = false;
             pthread_rwlock_unlock(&c->lock);
-            cma_log_warn("cache of %s: watch refused (HTTP %ld), using live LISTs: %s", c->resource,
-                         status, err.msg);
+            notify(c, (struct cma_objcache_event){
+                          .kind = CMA_OBJCACHE_WATCH_REFUSED, .status = status, .err = &err});
             if (status == 400 || status == 405)
                 break;
             need_list = true;
@@ -654,8 +666,8 @@ static void *cache_thread(void *arg)
         if (rc == CMA_OK && wc.got_event)
             continue; /* clean end (timeoutSeconds): watch again at once */
         if (rc != CMA_OK)
-            cma_log_warn("cache of %s: watch failed (reconnect in %lld ms): %s", c->resource,
-                         (long long)backoff, err.msg);
+            notify(c, (struct cma_objcache_event){
+                          .kind = CMA_OBJCACHE_WATCH_FAILED, .retry_ms = backoff, .err = &err});
         if (sleep_or_stop(c, jitter(backoff, &seed)))
             break;
         backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
@@ -681,14 +693,15 @@ enum cma_errc cma_objcache_start(struct cma_objcache *c, struct cma_err *reterr)
 struct cma_objcache_registry {
     pthread_mutex_t lock; /* guards caches and n */
     struct cma_kube *kube;
+    struct cma_objcache_observer observer; /* read-only */
     struct cma_objcache **caches;
     size_t n;
 };
 
 /* Lock held. */
-static struct cma_objcache *registry_find_or_add(struct cma_objcache_registry *r,
-                                                 const char *group, const char *version,
-                                                 const char *resource, struct cma_err *reterr)
+static struct cma_objcache *registry_find_or_add(struct cma_objcache_registry *r, const char *group,
+                                                 const char *version, const char *resource,
+                                                 struct cma_err *reterr)
 {
     for (size_t i = 0; i < r->n; i++) {
         struct cma_objcache *c = r->caches[i];
@@ -705,6 +718,7 @@ static struct cma_objcache *registry_find_or_add(struct cma_objcache_registry *r
     struct cma_objcache *c = NULL;
     if (cma_objcache_new(r->kube, group, version, resource, &c, reterr) != CMA_OK || !c)
         return NULL;
+    c->observer = r->observer;
     if (cma_objcache_start(c, reterr) != CMA_OK) {
         cma_objcache_free(c);
         return NULL;
@@ -713,9 +727,16 @@ static struct cma_objcache *registry_find_or_add(struct cma_objcache_registry *r
     return c;
 }
 
-enum cma_errc cma_objcache_registry_new(struct cma_kube *kube,
-                                        struct cma_objcache_registry **ret,
+enum cma_errc cma_objcache_registry_new(struct cma_kube *kube, struct cma_objcache_registry **ret,
                                         struct cma_err *reterr)
+{
+    return cma_objcache_registry_new_observed(kube, NULL, ret, reterr);
+}
+
+enum cma_errc cma_objcache_registry_new_observed(struct cma_kube *kube,
+                                                 const struct cma_objcache_observer *observer,
+                                                 struct cma_objcache_registry **ret,
+                                                 struct cma_err *reterr)
 {
     if (!kube)
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "watch caches need a kube client");
@@ -727,6 +748,8 @@ enum cma_errc cma_objcache_registry_new(struct cma_kube *kube,
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot create the watch-cache lock");
     }
     r->kube = kube;
+    if (observer)
+        r->observer = *observer;
     pthread_mutex_lock(&r->lock);
     struct cma_objcache *pods = registry_find_or_add(r, "", "v1", "pods", reterr);
     pthread_mutex_unlock(&r->lock);
@@ -760,7 +783,23 @@ struct cma_objcache *cma_objcache_registry_get(struct cma_objcache_registry *r, 
     pthread_mutex_lock(&r->lock);
     struct cma_objcache *c = registry_find_or_add(r, group ? group : "", version, resource, &err);
     pthread_mutex_unlock(&r->lock);
-    if (!c)
-        cma_log_warn("cache of %s: %s (live LISTs instead)", resource, err.msg);
+    if (!c && r->observer.on_event) {
+        struct cma_objcache_event ev = {
+            .kind = CMA_OBJCACHE_START_FAILED, .resource = resource, .err = &err};
+        r->observer.on_event(r->observer.ctx, &ev);
+    }
     return c;
+}
+
+void cma_objcache_registry_each(struct cma_objcache_registry *r,
+                                void (*fn)(void *ctx, struct cma_objcache *c, const char *group,
+                                           const char *version, const char *resource),
+                                void *ctx)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < r->n; i++)
+        fn(ctx, r->caches[i], r->caches[i]->group, r->caches[i]->version, r->caches[i]->resource);
+    pthread_mutex_unlock(&r->lock);
 }

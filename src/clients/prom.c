@@ -6,9 +6,14 @@
  * afterwards, so any number of threads may call query/series at once: the base URL split into
  * origin (with and without credentials), cleaned path prefix and base query string; two header
  * lists (GET, and POST with the form content type and an empty Expect:) shared read-only by all
- * handles; the bearer token read and trimmed. Each request takes an easy handle from the pool,
- * configures it from scratch, performs, and gives it back (connections stay cached). The one
- * mutable member is the byte budget (atomics) that query decoders charge what they keep to.
+ * handles. Credentials (CA, client certificate and key, bearer token, basic auth) are a struct
+ * cma_creds (credentials.c) merged from the explicit flags and --prometheus-auth-config /
+ * --prometheus-auth-incluster (make_creds: the precedence is written there and in
+ * docs/configuration.md). The transfer itself (a pooled handle, the current credentials, TLS,
+ * timeouts, the transport-failure mapping, the report of each request) is transport.c's, the
+ * same as kube.c's; this file builds the URL and form, picks GET or POST, and decodes the body
+ * as it streams. The mutable members are the byte budget (atomics) that query decoders charge
+ * what they keep to, and the credentials (their own mutex).
  * Ceilings on a query answer, checked as early as they can be: Content-Length over
  * max_response_bytes before the first byte is decoded; the streamed bytes as they arrive; the
  * kept series against the budget as each one is kept (query_stream.c).
@@ -18,7 +23,8 @@
  * carry Prometheus JSON whose status:error gives "<errorType>: <error>"; any other status (or one
  * of those with a body that is not a Prometheus error) → "prometheus answered HTTP N for <path>:
  * <body start>", BACKEND_UNAVAILABLE for 502/503/504, BACKEND_ERROR otherwise (401/403 say "check
- * credentials"). Log lines (--v>=6 only) never carry credentials. */
+ * credentials"). Nothing is logged here: each request and each decoded answer is reported to
+ * the notifier of the config (main logs them at --v=6 and --v=8), never with credentials. */
 #include "cma/prom.h"
 
 #include <stdio.h>
@@ -26,17 +32,14 @@
 #include <string.h>
 
 #include "cma/buf.h"
-#include "cma/clock.h"
-#include "cma/log.h"
 #include "cma/str.h"
 #include "internal.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_CONNECT_TIMEOUT_MS 3000
 #define DEFAULT_MAX_GET_URL ((size_t)8 << 10)
-#define TOKEN_FILE_MAX ((size_t)64 << 10)
 #define SNIPPET_BYTES 200
-#define LOG_BODY_BYTES 4096
+#define HEAD_BYTES 4096 /* the start of a body kept for error snippets and the notifier */
 
 struct cma_prom {
     char *url;           /* as given */
@@ -47,19 +50,29 @@ struct cma_prom {
     bool use_post;
     struct curl_slist *get_headers;
     struct curl_slist *post_headers;
-    char *basic_username;
-    char *basic_password;
-    char *ca_file;
-    char *client_cert_file;
-    char *client_key_file;
-    bool insecure_skip_verify;
+    struct cma_transport tr; /* pool, credentials, notifier */
     int64_t timeout_ms;
     int64_t series_timeout_ms;
-    int64_t connect_timeout_ms;
     size_t max_response_bytes;
     size_t max_get_url_bytes;
-    struct cma_curl_pool *pool;
     struct cma_prom_budget budget; /* shared by every query in flight */
+};
+
+/* A backend's failures: timeouts, unreachable, undecodable; statuses a proxy gives when the
+ * backend behind it is down are "unavailable", the rest "error". */
+static const struct cma_transport_errors PROM_ERRORS = {
+    .peer = "prometheus",
+    .timeout = CMA_ERR_BACKEND_TIMEOUT,
+    .unreachable = CMA_ERR_BACKEND_UNAVAILABLE,
+    .bad_reply = CMA_ERR_BACKEND_RESPONSE,
+    .other = CMA_ERR_BACKEND_ERROR,
+    .too_large = CMA_ERR_TOO_LARGE,
+    .status_error = CMA_ERR_BACKEND_ERROR,
+    .status_unavailable = CMA_ERR_BACKEND_UNAVAILABLE,
+    .status_not_found = CMA_ERR_BACKEND_ERROR,
+    .busy_5xx_429 = false,
+    .credentials_hint = true,
+    .timeout_names_request = false,
 };
 
 void cma_prom_free(struct cma_prom *p)
@@ -73,12 +86,7 @@ void cma_prom_free(struct cma_prom *p)
     free(p->base_query);
     curl_slist_free_all(p->get_headers);
     curl_slist_free_all(p->post_headers);
-    free(p->basic_username);
-    free(p->basic_password);
-    free(p->ca_file);
-    free(p->client_cert_file);
-    free(p->client_key_file);
-    cma_curl_pool_free(p->pool);
+    cma_transport_done(&p->tr);
     free(p);
 }
 
@@ -127,21 +135,6 @@ static enum cma_errc clean_prefix(const char *path, char **ret)
     return *ret ? CMA_OK : CMA_ERR_NOMEM;
 }
 
-/* Fetches one part of a parsed URL; *ret NULL when the part is absent. */
-static enum cma_errc url_part(CURLU *u, CURLUPart part, char **ret)
-{
-    char *s = NULL;
-    CURLUcode uc = curl_url_get(u, part, &s, 0);
-    *ret = NULL;
-    if (uc == CURLUE_OUT_OF_MEMORY)
-        return CMA_ERR_NOMEM;
-    if (uc != CURLUE_OK || !s)
-        return CMA_OK;
-    *ret = cma_strdup(s);
-    curl_free(s);
-    return *ret ? CMA_OK : CMA_ERR_NOMEM;
-}
-
 struct url_parts {
     char *scheme, *user, *password, *host, *port, *path, *query;
 };
@@ -169,19 +162,19 @@ static enum cma_errc split_url(struct cma_prom *p, const char *url, struct cma_e
                            "invalid --prometheus-url \"%s\": %s", url, curl_url_strerror(uc));
     }
     struct url_parts parts = {0};
-    enum cma_errc rc = url_part(u, CURLUPART_SCHEME, &parts.scheme);
+    enum cma_errc rc = cma_clients_url_part(u, CURLUPART_SCHEME, &parts.scheme);
     if (rc == CMA_OK)
-        rc = url_part(u, CURLUPART_USER, &parts.user);
+        rc = cma_clients_url_part(u, CURLUPART_USER, &parts.user);
     if (rc == CMA_OK)
-        rc = url_part(u, CURLUPART_PASSWORD, &parts.password);
+        rc = cma_clients_url_part(u, CURLUPART_PASSWORD, &parts.password);
     if (rc == CMA_OK)
-        rc = url_part(u, CURLUPART_HOST, &parts.host);
+        rc = cma_clients_url_part(u, CURLUPART_HOST, &parts.host);
     if (rc == CMA_OK)
-        rc = url_part(u, CURLUPART_PORT, &parts.port);
+        rc = cma_clients_url_part(u, CURLUPART_PORT, &parts.port);
     if (rc == CMA_OK)
-        rc = url_part(u, CURLUPART_PATH, &parts.path);
+        rc = cma_clients_url_part(u, CURLUPART_PATH, &parts.path);
     if (rc == CMA_OK)
-        rc = url_part(u, CURLUPART_QUERY, &parts.query);
+        rc = cma_clients_url_part(u, CURLUPART_QUERY, &parts.query);
     curl_url_cleanup(u);
     if (rc != CMA_OK) {
         url_parts_done(&parts);
@@ -270,76 +263,108 @@ static enum cma_errc add_user_header(struct cma_prom *p, const char *kv, struct 
     return rc;
 }
 
-static enum cma_errc read_token(struct cma_prom *p, const char *path, struct cma_err *reterr)
+/* The kubeconfig of --prometheus-auth-config, or this pod's service account for
+ * --prometheus-auth-incluster, as a connection whose labels name the flag; zeroed when neither. */
+static enum cma_errc auth_source(const struct cma_prom_config *cfg, struct cma_kube_conn *conn,
+                                 struct cma_err *reterr)
 {
-    char *token = NULL;
-    enum cma_errc rc = cma_clients_read_file(path, TOKEN_FILE_MAX, &token, NULL, reterr);
+    memset(conn, 0, sizeof(*conn));
+    if (cfg->auth_config && cfg->auth_config[0] && cfg->auth_incluster)
+        return cma_err_set(reterr, CMA_ERR_FLAG,
+                           "--prometheus-auth-config and --prometheus-auth-incluster: may not use "
+                           "both in-cluster auth and an explicit kubeconfig at the same time");
+    enum cma_errc rc = CMA_OK;
+    const char *flag = NULL;
+    if (cfg->auth_config && cfg->auth_config[0]) {
+        rc = cma_kubeconfig_load(cfg->auth_config, conn, reterr);
+        flag = "--prometheus-auth-config";
+    } else if (cfg->auth_incluster) {
+        rc = cma_kubeconfig_service_account(cfg->service_account_dir, conn, reterr);
+        flag = "--prometheus-auth-incluster";
+    }
     if (rc != CMA_OK) {
-        cma_err_prefix(reterr, "--prometheus-token-file: ");
+        cma_err_prefix(reterr, "%s: ", flag);
         return rc;
     }
-    cma_clients_trim(token);
-    if (!token[0] || strpbrk(token, "\r\n")) {
-        free(token);
-        return cma_err_set(reterr, CMA_ERR_IO,
-                           "--prometheus-token-file %s: want one non-empty line", path);
+    if (!flag)
+        return CMA_OK;
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    rc = cma_buf_printf(&b, "%s %s", flag, conn->source ? conn->source : "");
+    free(conn->source);
+    conn->source = rc == CMA_OK ? cma_buf_take(&b) : NULL;
+    cma_buf_done(&b);
+    if (!conn->source) {
+        cma_kube_conn_done(conn);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     }
-    struct cma_buf line;
-    cma_buf_init(&line, 0);
-    rc = cma_buf_printf(&line, "Authorization: Bearer %s", token);
-    free(token);
-    if (rc == CMA_OK)
-        rc = add_header(&p->get_headers, cma_buf_str(&line), reterr);
-    if (rc == CMA_OK)
-        rc = add_header(&p->post_headers, cma_buf_str(&line), reterr);
-    cma_buf_done(&line);
-    if (rc == CMA_ERR_NOMEM)
-        return cma_err_set(reterr, rc, "out of memory");
-    return rc;
-}
-
-static enum cma_errc check_readable(const char *what, const char *path, struct cma_err *reterr)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return cma_err_set(reterr, CMA_ERR_IO, "%s %s cannot be read", what, path);
-    fclose(f);
     return CMA_OK;
 }
 
-static enum cma_errc copy_opt(const char *src, char **dst)
-{
-    if (!src)
-        return CMA_OK;
-    *dst = cma_strdup(src);
-    return *dst ? CMA_OK : CMA_ERR_NOMEM;
-}
-
-static enum cma_errc fill_tls_and_auth(struct cma_prom *p, const struct cma_prom_config *cfg,
-                                       struct cma_err *reterr)
+/* Explicit flags win over the kubeconfig / service account, setting by setting: the CA file;
+ * the client certificate and key (as a pair); insecure-skip-verify adds. Only one credential
+ * goes in Authorization: --prometheus-token-file, else the basic-auth flags, else the
+ * kubeconfig's tokenFile/token (which win over its username/password), else the service
+ * account's token. Giving both the token file and the basic-auth user is refused. */
+static enum cma_errc apply_flags(const struct cma_prom_config *cfg, struct cma_cred_spec *spec,
+                                 struct cma_err *reterr)
 {
     if (!cfg->client_cert_file != !cfg->client_key_file)
         return cma_err_set(reterr, CMA_ERR_FLAG,
                            "--prometheus-client-tls-cert-file and "
                            "--prometheus-client-tls-key-file go together");
-    enum cma_errc rc = CMA_OK;
+    if (cfg->token_file && cfg->basic_username)
+        return cma_err_set(reterr, CMA_ERR_FLAG,
+                           "--prometheus-token-file and --prometheus-basic-auth-username: give "
+                           "one of them, Prometheus gets one Authorization header");
     if (cfg->ca_file)
-        rc = check_readable("--prometheus-ca-file", cfg->ca_file, reterr);
-    if (rc == CMA_OK && cfg->client_cert_file)
-        rc = check_readable("--prometheus-client-tls-cert-file", cfg->client_cert_file, reterr);
-    if (rc == CMA_OK && cfg->client_key_file)
-        rc = check_readable("--prometheus-client-tls-key-file", cfg->client_key_file, reterr);
+        spec->ca = (struct cma_cred_item){.label = "--prometheus-ca-file", .file = cfg->ca_file};
+    if (cfg->client_cert_file) {
+        spec->cert = (struct cma_cred_item){.label = "--prometheus-client-tls-cert-file",
+                                            .file = cfg->client_cert_file};
+        spec->key = (struct cma_cred_item){.label = "--prometheus-client-tls-key-file",
+                                           .file = cfg->client_key_file};
+    }
+    spec->insecure_skip_verify = spec->insecure_skip_verify || cfg->insecure_skip_verify;
+    if (spec->token.file || spec->token.data)
+        spec->username = NULL; /* the kubeconfig's token wins over its basic auth */
+    if (cfg->token_file || cfg->basic_username) {
+        spec->token = (struct cma_cred_item){0};
+        spec->username = NULL;
+        spec->password = (struct cma_cred_item){0};
+    }
+    if (cfg->token_file)
+        spec->token =
+            (struct cma_cred_item){.label = "--prometheus-token-file", .file = cfg->token_file};
+    if (cfg->basic_username) {
+        spec->username = cfg->basic_username;
+        if (cfg->basic_password_file)
+            spec->password = (struct cma_cred_item){
+                .label = "--prometheus-basic-auth-password-file", .file = cfg->basic_password_file};
+        else if (cfg->basic_password)
+            spec->password =
+                (struct cma_cred_item){.label = "basic-auth password",
+                                       .data = (const unsigned char *)cfg->basic_password,
+                                       .len = strlen(cfg->basic_password)};
+    }
+    return CMA_OK;
+}
+
+static enum cma_errc make_creds(struct cma_prom *p, const struct cma_prom_config *cfg,
+                                struct cma_err *reterr)
+{
+    struct cma_kube_conn conn;
+    enum cma_errc rc = auth_source(cfg, &conn, reterr);
     if (rc != CMA_OK)
         return rc;
-    if (copy_opt(cfg->ca_file, &p->ca_file) != CMA_OK ||
-        copy_opt(cfg->client_cert_file, &p->client_cert_file) != CMA_OK ||
-        copy_opt(cfg->client_key_file, &p->client_key_file) != CMA_OK ||
-        copy_opt(cfg->basic_username, &p->basic_username) != CMA_OK ||
-        copy_opt(cfg->basic_username ? (cfg->basic_password ? cfg->basic_password : "") : NULL,
-                 &p->basic_password) != CMA_OK)
-        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-    p->insecure_skip_verify = cfg->insecure_skip_verify;
-    return CMA_OK;
+    struct cma_kube_conn_labels labels;
+    struct cma_cred_spec spec;
+    cma_kube_conn_cred_spec(&conn, &labels, &spec);
+    rc = apply_flags(cfg, &spec, reterr);
+    if (rc == CMA_OK)
+        rc = cma_creds_new(&spec, &p->tr.creds, reterr);
+    cma_kube_conn_done(&conn);
+    return rc;
 }
 
 enum cma_errc cma_prom_new(const struct cma_prom_config *cfg, struct cma_prom **ret,
@@ -357,15 +382,17 @@ enum cma_errc cma_prom_new(const struct cma_prom_config *cfg, struct cma_prom **
     atomic_init(&p->budget.used, 0);
     p->budget.max =
         cfg->max_bytes_in_flight ? cfg->max_bytes_in_flight : CMA_PROM_DEFAULT_MAX_BYTES_IN_FLIGHT;
-    p->connect_timeout_ms =
-        cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
     p->max_response_bytes = cfg->max_response_bytes ? cfg->max_response_bytes : CMA_BUF_DEFAULT_MAX;
     p->max_get_url_bytes = cfg->max_get_url_bytes ? cfg->max_get_url_bytes : DEFAULT_MAX_GET_URL;
     enum cma_errc rc = (p->url = cma_strdup(cfg->url)) ? CMA_OK : CMA_ERR_NOMEM;
     if (rc != CMA_OK)
         cma_err_set(reterr, rc, "out of memory");
     if (rc == CMA_OK)
-        rc = cma_curl_pool_new(CMA_CURL_POOL_MAX_IDLE, &p->pool, reterr);
+        rc = cma_transport_init(&p->tr, "prometheus", &PROM_ERRORS,
+                                cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms
+                                                            : DEFAULT_CONNECT_TIMEOUT_MS,
+                                reterr);
+    p->tr.notifier = cfg->notifier;
     if (rc == CMA_OK)
         rc = split_url(p, cfg->url, reterr);
     if (rc == CMA_OK)
@@ -379,10 +406,8 @@ enum cma_errc cma_prom_new(const struct cma_prom_config *cfg, struct cma_prom **
         rc = add_header(&p->post_headers, "Expect:", reterr);
     for (size_t i = 0; rc == CMA_OK && i < cfg->n_headers; i++)
         rc = add_user_header(p, cfg->headers[i] ? cfg->headers[i] : "", reterr);
-    if (rc == CMA_OK && cfg->token_file)
-        rc = read_token(p, cfg->token_file, reterr);
     if (rc == CMA_OK)
-        rc = fill_tls_and_auth(p, cfg, reterr);
+        rc = make_creds(p, cfg, reterr);
     if (rc != CMA_OK) {
         cma_prom_free(p);
         return rc;
@@ -397,7 +422,7 @@ enum cma_errc cma_prom_new(const struct cma_prom_config *cfg, struct cma_prom **
 struct sink {
     bool aborted;
     struct cma_err err;
-    CURL *handle; /* the transfer's handle, set by perform() */
+    CURL *handle; /* the transfer's handle, set by the transport before it runs */
 };
 
 struct request {
@@ -409,62 +434,6 @@ struct request {
     void *write_ctx;
     long status; /* out: HTTP status */
 };
-
-#define SETOPT(h, opt, val)                                                                        \
-    do {                                                                                           \
-        CURLcode setopt_rc_ = curl_easy_setopt(h, opt, val);                                       \
-        if (setopt_rc_ != CURLE_OK)                                                                \
-            return setopt_failed(reterr, #opt, setopt_rc_);                                        \
-    } while (0)
-
-static enum cma_errc setopt_failed(struct cma_err *reterr, const char *opt, CURLcode rc)
-{
-    return cma_err_set(reterr, rc == CURLE_OUT_OF_MEMORY ? CMA_ERR_NOMEM : CMA_ERR_INTERNAL,
-                       "curl option %s: %s", opt, curl_easy_strerror(rc));
-}
-
-static enum cma_errc configure(const struct cma_prom *p, CURL *h, const struct request *req,
-                               const char *url, const char *body, size_t body_len, char *errbuf,
-                               struct cma_err *reterr)
-{
-    SETOPT(h, CURLOPT_URL, url);
-    SETOPT(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    SETOPT(h, CURLOPT_NOSIGNAL, 1L);
-    SETOPT(h, CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
-    SETOPT(h, CURLOPT_CONNECTTIMEOUT_MS, (long)p->connect_timeout_ms);
-    SETOPT(h, CURLOPT_ACCEPT_ENCODING, "");
-    SETOPT(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    SETOPT(h, CURLOPT_TCP_NODELAY, 1L);
-    SETOPT(h, CURLOPT_USERAGENT, "custom-metrics-adapter/" CMA_VERSION);
-    SETOPT(h, CURLOPT_ERRORBUFFER, errbuf);
-    SETOPT(h, CURLOPT_WRITEFUNCTION, req->write);
-    SETOPT(h, CURLOPT_WRITEDATA, req->write_ctx);
-    if (body) {
-        SETOPT(h, CURLOPT_HTTPHEADER, p->post_headers);
-        SETOPT(h, CURLOPT_POST, 1L);
-        SETOPT(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-        SETOPT(h, CURLOPT_POSTFIELDS, body);
-    } else {
-        SETOPT(h, CURLOPT_HTTPHEADER, p->get_headers);
-        SETOPT(h, CURLOPT_HTTPGET, 1L);
-    }
-    if (p->basic_username) {
-        SETOPT(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-        SETOPT(h, CURLOPT_USERNAME, p->basic_username);
-        SETOPT(h, CURLOPT_PASSWORD, p->basic_password);
-    }
-    if (p->ca_file)
-        SETOPT(h, CURLOPT_CAINFO, p->ca_file);
-    if (p->client_cert_file) {
-        SETOPT(h, CURLOPT_SSLCERT, p->client_cert_file);
-        SETOPT(h, CURLOPT_SSLKEY, p->client_key_file);
-    }
-    if (p->insecure_skip_verify) {
-        SETOPT(h, CURLOPT_SSL_VERIFYPEER, 0L);
-        SETOPT(h, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    return CMA_OK;
-}
 
 /* url = origin + prefix + api_path [+ "?" + base_query [+ "&" + params]]. */
 static enum cma_errc build_url(const struct cma_prom *p, const char *origin, const char *api_path,
@@ -483,97 +452,81 @@ static enum cma_errc build_url(const struct cma_prom *p, const char *origin, con
     return rc;
 }
 
-static enum cma_errc curl_failure(const struct cma_prom *p, const struct request *req, CURLcode crc,
-                                  const char *errbuf, struct cma_err *reterr)
+/* The URLs of one request: as sent, without credentials (for the report, only when someone
+ * listens), and the place named when the backend cannot be reached. */
+struct urls {
+    struct cma_buf url, pub, where;
+    bool post;
+    size_t long_get; /* the GET URL's length when it was too long and POST was chosen */
+};
+
+static void urls_done(struct urls *u)
 {
-    const char *why = errbuf[0] ? errbuf : curl_easy_strerror(crc);
-    char timeout[32];
-    switch (cma_clients_curl_class(crc)) {
-    case CMA_CURL_TIMEOUT:
-        return cma_err_set(reterr, CMA_ERR_BACKEND_TIMEOUT, "prometheus did not answer within %s",
-                           cma_duration_format(req->timeout_ms, timeout, sizeof(timeout)));
-    case CMA_CURL_UNREACHABLE:
-        return cma_err_set(reterr, CMA_ERR_BACKEND_UNAVAILABLE,
-                           "cannot reach prometheus at %s%s%s: %s", p->origin_public, p->prefix,
-                           req->api_path, why);
-    case CMA_CURL_BAD_REPLY:
-        return cma_err_set(reterr, CMA_ERR_BACKEND_RESPONSE,
-                           "bad answer from prometheus at %s%s%s: %s", p->origin_public, p->prefix,
-                           req->api_path, why);
-    default:
-        return cma_err_set(reterr, CMA_ERR_BACKEND_ERROR,
-                           "request to prometheus at %s%s%s failed: %s", p->origin_public,
-                           p->prefix, req->api_path, why);
+    cma_buf_done(&u->url);
+    cma_buf_done(&u->pub);
+    cma_buf_done(&u->where);
+}
+
+/* GET, or POST when asked or when the GET URL would be over max_get_url_bytes. */
+static enum cma_errc build_urls(const struct cma_prom *p, const struct request *req, struct urls *u)
+{
+    cma_buf_init(&u->url, 0);
+    cma_buf_init(&u->pub, 0);
+    cma_buf_init(&u->where, 0);
+    u->post = p->use_post;
+    u->long_get = 0;
+    enum cma_errc rc =
+        build_url(p, p->origin, req->api_path, u->post ? NULL : req->params, &u->url);
+    if (rc == CMA_OK && !u->post && u->url.len > p->max_get_url_bytes) {
+        u->post = true;
+        u->long_get = u->url.len;
+        cma_buf_clear(&u->url);
+        rc = build_url(p, p->origin, req->api_path, NULL, &u->url);
     }
+    if (rc == CMA_OK && p->tr.notifier.on_request)
+        rc = build_url(p, p->origin_public, req->api_path, u->post ? NULL : req->params, &u->pub);
+    if (rc == CMA_OK)
+        rc = cma_buf_printf(&u->where, "%s%s%s", p->origin_public, p->prefix, req->api_path);
+    return rc;
 }
 
-static void log_request(const struct cma_prom *p, const char *method, const struct request *req,
-                        const char *params_in_url, CURLcode crc, const char *errbuf,
-                        int64_t started_ms)
-{
-    struct cma_buf url;
-    cma_buf_init(&url, 0);
-    if (build_url(p, p->origin_public, req->api_path, params_in_url, &url) != CMA_OK)
-        return;
-    int64_t took = cma_clock_mono_ms() - started_ms;
-    if (crc == CURLE_OK)
-        cma_log_v(6, "prometheus %s %s -> %ld (%lld ms)", method, cma_buf_str(&url), req->status,
-                  (long long)took);
-    else
-        cma_log_v(6, "prometheus %s %s -> %s (%lld ms)", method, cma_buf_str(&url),
-                  errbuf[0] ? errbuf : curl_easy_strerror(crc), (long long)took);
-    cma_buf_done(&url);
-}
-
-/* Sends the request (GET, or POST when asked or when the GET URL would be too long) and maps
- * transport failures. On CMA_OK, req->status holds the HTTP status. */
+/* Sends the request through the transport. On CMA_OK, req->status holds the HTTP status; when
+ * a write callback stopped the transfer, its own verdict is returned. */
 static enum cma_errc perform(struct cma_prom *p, struct request *req, struct cma_err *reterr)
 {
-    struct cma_buf url;
-    cma_buf_init(&url, 0);
-    bool post = p->use_post;
-    enum cma_errc rc = build_url(p, p->origin, req->api_path, post ? NULL : req->params, &url);
-    if (rc == CMA_OK && !post && url.len > p->max_get_url_bytes) {
-        cma_log_v(6, "prometheus %s: URL of %zu bytes is over %zu, sending POST", req->api_path,
-                  url.len, p->max_get_url_bytes);
-        post = true;
-        cma_buf_clear(&url);
-        rc = build_url(p, p->origin, req->api_path, NULL, &url);
-    }
-    if (rc != CMA_OK) {
-        cma_buf_done(&url);
+    struct urls u;
+    if (build_urls(p, req, &u) != CMA_OK) {
+        urls_done(&u);
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     }
-    CURL *h = cma_curl_pool_take(p->pool);
-    if (!h) {
-        cma_buf_done(&url);
-        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory (curl handle)");
-    }
-    char errbuf[CURL_ERROR_SIZE];
-    errbuf[0] = '\0';
-    rc = configure(p, h, req, cma_buf_str(&url), post ? req->params : NULL, strlen(req->params),
-                   errbuf, reterr);
-    if (rc != CMA_OK) {
-        cma_curl_pool_give(p->pool, h);
-        cma_buf_done(&url);
-        return rc;
-    }
-    req->sink->handle = h;
-    int64_t started = cma_clock_mono_ms();
-    CURLcode crc = curl_easy_perform(h);
-    req->status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &req->status);
-    if (cma_log_enabled(6))
-        log_request(p, post ? "POST" : "GET", req, post ? NULL : req->params, crc, errbuf, started);
-    cma_curl_pool_give(p->pool, h);
-    cma_buf_done(&url);
-    if (crc == CURLE_OK)
-        return CMA_OK;
-    if (crc == CURLE_WRITE_ERROR && req->sink->aborted) {
+    struct cma_http_request hr = {
+        .method = u.post ? "POST" : "GET",
+        .url = cma_buf_str(&u.url),
+        .public_url = cma_buf_str(&u.pub),
+        .what = req->api_path,
+        .where = cma_buf_str(&u.where),
+        .headers = u.post ? p->post_headers : p->get_headers,
+        .body = u.post ? req->params : NULL,
+        .body_len = u.post ? strlen(req->params) : 0,
+        .timeout_ms = req->timeout_ms,
+        .write = req->write,
+        .write_ctx = req->write_ctx,
+        .handle = &req->sink->handle,
+        .long_get_bytes = u.long_get,
+        .max_get_bytes = u.long_get ? p->max_get_url_bytes : 0,
+    };
+    struct cma_http_result res;
+    struct cma_err terr;
+    cma_err_clear(&terr);
+    enum cma_errc rc = cma_transport_perform(&p->tr, &hr, &res, &terr);
+    urls_done(&u);
+    req->status = res.status;
+    if (rc != CMA_OK && res.curl == CURLE_WRITE_ERROR && req->sink->aborted) {
         cma_err_copy(reterr, &req->sink->err);
         return req->sink->err.code;
     }
-    return curl_failure(p, req, crc, errbuf, reterr);
+    cma_err_copy(reterr, &terr);
+    return rc;
 }
 
 /* An HTTP status that is not a Prometheus answer. */
@@ -582,14 +535,7 @@ static enum cma_errc http_status_error(const char *api_path, long status, const 
 {
     char snippet[SNIPPET_BYTES + 8];
     cma_clients_snippet(body, len, SNIPPET_BYTES, snippet, sizeof(snippet));
-    enum cma_errc code = CMA_ERR_BACKEND_ERROR;
-    const char *hint = "";
-    if (status == 502 || status == 503 || status == 504)
-        code = CMA_ERR_BACKEND_UNAVAILABLE;
-    else if (status == 401 || status == 403)
-        hint = " (check credentials)";
-    return cma_err_set(reterr, code, "prometheus answered HTTP %ld for %s%s%s%s", status, api_path,
-                       hint, snippet[0] ? ": " : "", snippet);
+    return cma_transport_status_error(&PROM_ERRORS, status, api_path, snippet, reterr);
 }
 
 static bool is_prometheus_status(long status)
@@ -603,12 +549,12 @@ static bool is_status_error_code(enum cma_errc code)
            code == CMA_ERR_BACKEND_UNAVAILABLE;
 }
 
-/* ---- the start of a body: error snippets and the --v=8 log -------------------------------- */
+/* ---- the start of a body: error snippets and the notifier ----------------------------------- */
 
 enum body_mode { MODE_UNDECIDED, MODE_STREAM, MODE_HEAD };
 
 struct head {
-    char buf[LOG_BODY_BYTES];
+    char buf[HEAD_BYTES];
     size_t len;
 };
 
@@ -706,25 +652,43 @@ static bool is_own_verdict(enum cma_errc code)
            code == CMA_ERR_TOO_MANY_REQUESTS || is_status_error_code(code);
 }
 
+/* Tells the notifier about an answer that came: its first bytes, and what was kept of it. */
+static void notify_answer(const struct cma_prom *p, const struct request *req,
+                          const struct query_sink *qs, const struct cma_prom_result *r)
+{
+    if (!p->tr.notifier.on_answer)
+        return;
+    struct cma_answer_report a = {
+        .api_path = req->api_path,
+        .head = qs->head.buf,
+        .head_len = qs->head.len,
+        .bytes = qs->bytes,
+        .decoded = r != NULL,
+        .kept = r ? r->n_samples : 0,
+        .seen = r ? r->n_seen : 0,
+    };
+    p->tr.notifier.on_answer(p->tr.notifier.ctx, &a);
+}
+
 /* After the transfer: the decoder's verdict or the HTTP status, whichever explains it. */
-static enum cma_errc query_outcome(struct request *req, struct query_sink *qs, enum cma_errc rc,
-                                   struct cma_err *perr, struct cma_prom_result **ret,
-                                   struct cma_err *reterr)
+static enum cma_errc query_outcome(const struct cma_prom *p, struct request *req,
+                                   struct query_sink *qs, enum cma_errc rc, struct cma_err *perr,
+                                   struct cma_prom_result **ret, struct cma_err *reterr)
 {
     if (rc != CMA_OK && !qs->sink.aborted) {
         cma_err_copy(reterr, perr); /* transport failure */
         return rc;
     }
-    if (cma_log_enabled(8))
-        cma_log_v(8, "prometheus /api/v1/query body: %.*s", (int)qs->head.len, qs->head.buf);
-    if (!is_prometheus_status(req->status))
+    if (!is_prometheus_status(req->status)) {
+        notify_answer(p, req, qs, NULL);
         return http_status_error(req->api_path, req->status, qs->head.buf, qs->head.len, reterr);
+    }
     struct cma_prom_result *r = NULL;
     if (rc == CMA_OK)
         rc = cma_query_parser_finish(qs->parser, &r, perr);
-    if (rc == CMA_OK && req->status >= 200 && req->status < 300) {
-        cma_log_v(6, "prometheus /api/v1/query: %zu bytes, kept %zu of %zu series", qs->bytes,
-                  r->n_samples, r->n_seen);
+    bool ok = rc == CMA_OK && req->status >= 200 && req->status < 300;
+    notify_answer(p, req, qs, ok ? r : NULL);
+    if (ok) {
         *ret = r;
         return CMA_OK;
     }
@@ -768,7 +732,7 @@ enum cma_errc cma_prom_query(struct cma_prom *p, const char *promql, int64_t tim
     struct cma_err perr;
     cma_err_clear(&perr);
     rc = perform(p, &req, &perr);
-    rc = query_outcome(&req, &qs, rc, &perr, ret, reterr);
+    rc = query_outcome(p, &req, &qs, rc, &perr, ret, reterr);
     cma_buf_done(&params);
     cma_query_parser_free(qs.parser);
     return rc;

@@ -1,5 +1,6 @@
 /* config.c: the yamldoc node tree → struct cma_config (rules, externalRules, resourceRules),
- * as strict as yaml.v2 UnmarshalStrict into prometheus-adapter's MetricsDiscoveryConfig.
+ * as strict as yaml.v2 UnmarshalStrict into prometheus-adapter's MetricsDiscoveryConfig, and
+ * the merge of several files (directories expanded) into one config.
  *
  * DESIGN
  * - The tree is walked once; every mapping is first checked against its list of allowed keys
@@ -10,14 +11,23 @@
  *   warns about it), a filter without is/isNot in seriesFilters (an error, as upstream).
  *   Duplicate keys are reported by yamldoc; a second YAML document is ignored with a warning.
  * - The result is built in place into a heap struct; on any error the half-built struct is freed
- *   with cma_config_free(), which accepts partial objects. Errors carry the node's position. */
+ *   with cma_config_free(), which accepts partial objects. Errors carry the node's position.
+ * - Several files: each is loaded alone, then its lists are moved onto the first one's (file
+ *   names move too, so every position keeps naming its own file). What cannot be merged is an
+ *   error naming both places: resourceRules twice, the same file twice, and a metric name two
+ *   files serve for the same resource when the config alone tells the name (no regex is
+ *   evaluated here: config/ comes before rules/ in the link order). */
 #include "cma/config.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 
 #include "cma/str.h"
 #include "cma/yamldoc.h"
@@ -557,10 +567,15 @@ static enum cma_errc from_doc(const struct cma_ydoc *doc, struct cma_config **re
                               struct cma_err *reterr)
 {
     struct cma_config *cfg = calloc(1, sizeof(*cfg));
-    if (!cfg || !(cfg->file = cma_strdup(cma_ydoc_file(doc)))) {
+    if (cfg)
+        cfg->files = calloc(1, sizeof(*cfg->files));
+    if (!cfg || !cfg->files || !(cfg->file = cma_strdup(cma_ydoc_file(doc)))) {
+        if (cfg)
+            free(cfg->files);
         free(cfg);
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     }
+    cfg->files[cfg->n_files++] = cfg->file;
     struct loader ld = {.cfg = cfg, .reterr = reterr};
     enum cma_errc rc = build(&ld, cma_ydoc_root(doc));
     unsigned line, column;
@@ -658,6 +673,409 @@ void cma_config_free(struct cma_config *cfg)
     for (size_t i = 0; i < cfg->n_warnings; i++)
         free(cfg->warnings[i]);
     free(cfg->warnings);
-    free(cfg->file);
+    for (size_t i = 0; i < cfg->n_files; i++)
+        free(cfg->files[i]);
+    free(cfg->files);
     free(cfg);
+}
+
+/* ---- several files: paths → file list ------------------------------------------------------- */
+
+struct path_list {
+    char **v;
+    size_t n;
+};
+
+static void path_list_done(struct path_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+}
+
+/* Takes ownership of p (freed on failure). */
+static enum cma_errc path_list_push(struct path_list *l, char *p, struct cma_err *reterr)
+{
+    char **grown = p ? realloc(l->v, (l->n + 1) * sizeof(*grown)) : NULL;
+    if (!grown) {
+        free(p);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    grown[l->n++] = p;
+    l->v = grown;
+    return CMA_OK;
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* A directory entry that is a rule file: *.yaml or *.yml, not hidden (ConfigMap mounts hold
+ * ..data and ..<timestamp> entries next to the links to each key). */
+static bool is_rule_file_name(const char *name)
+{
+    return name[0] != '.' && (has_suffix(name, ".yaml") || has_suffix(name, ".yml"));
+}
+
+static int cmp_strings(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *join_path(const char *dir, const char *name)
+{
+    size_t dl = strlen(dir), nl = strlen(name);
+    bool slash = dl > 0 && dir[dl - 1] == '/';
+    char *p = malloc(dl + nl + 2);
+    if (p)
+        snprintf(p, dl + nl + 2, "%s%s%s", dir, slash ? "" : "/", name);
+    return p;
+}
+
+/* Appends dir's rule files (regular files, links followed) in byte order of their names. */
+static enum cma_errc expand_dir(const char *dir, struct path_list *out, struct cma_err *reterr)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return cma_err_set_at(reterr, CMA_ERR_CONFIG_IO, dir, 0, 0,
+                              "cannot read config directory: %s", strerror(errno));
+    struct path_list found = {0};
+    enum cma_errc rc = CMA_OK;
+    for (struct dirent *e; rc == CMA_OK && (e = readdir(d)) != NULL;) {
+        if (!is_rule_file_name(e->d_name))
+            continue;
+        char *p = join_path(dir, e->d_name);
+        struct stat st;
+        if (p && (stat(p, &st) != 0 || !S_ISREG(st.st_mode))) {
+            free(p);
+            continue;
+        }
+        rc = path_list_push(&found, p, reterr);
+    }
+    closedir(d);
+    if (rc == CMA_OK && found.n == 0)
+        rc = cma_err_set_at(reterr, CMA_ERR_CONFIG_IO, dir, 0, 0,
+                            "no *.yaml or *.yml file in this config directory");
+    if (found.n > 1)
+        qsort(found.v, found.n, sizeof(*found.v), cmp_strings);
+    for (size_t i = 0; rc == CMA_OK && i < found.n; i++) {
+        rc = path_list_push(out, found.v[i], reterr);
+        found.v[i] = NULL;
+    }
+    path_list_done(&found);
+    return rc;
+}
+
+/* Expands directories in place; refuses a file reached twice (by any name). A path that
+ * cannot be examined stays as is: loading it reports why. */
+static enum cma_errc expand_paths(const char *const *paths, size_t n, struct path_list *out,
+                                  struct cma_err *reterr)
+{
+    enum cma_errc rc = CMA_OK;
+    for (size_t i = 0; rc == CMA_OK && i < n; i++) {
+        struct stat st;
+        if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode))
+            rc = expand_dir(paths[i], out, reterr);
+        else
+            rc = path_list_push(out, cma_strdup(paths[i]), reterr);
+    }
+    for (size_t i = 0; rc == CMA_OK && i < out->n; i++) {
+        struct stat a;
+        if (stat(out->v[i], &a) != 0)
+            continue;
+        for (size_t j = 0; j < i; j++) {
+            struct stat b;
+            if (stat(out->v[j], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+                return cma_err_set_at(reterr, CMA_ERR_CONFIG_VALUE, out->v[i], 0, 0,
+                                      "the same file as %s: each config file may be loaded "
+                                      "only once",
+                                      out->v[j]);
+        }
+    }
+    return rc;
+}
+
+/* ---- several files: merging ----------------------------------------------------------------- */
+
+static enum cma_errc move_rules(struct cma_config_rule **dst, size_t *n_dst,
+                                struct cma_config_rule **src, size_t *n_src)
+{
+    if (*n_src == 0)
+        return CMA_OK;
+    struct cma_config_rule *grown = realloc(*dst, (*n_dst + *n_src) * sizeof(*grown));
+    if (!grown)
+        return CMA_ERR_NOMEM;
+    memcpy(grown + *n_dst, *src, *n_src * sizeof(*grown));
+    *dst = grown;
+    *n_dst += *n_src;
+    free(*src);
+    *src = NULL;
+    *n_src = 0;
+    return CMA_OK;
+}
+
+static enum cma_errc move_strings(char ***dst, size_t *n_dst, char ***src, size_t *n_src)
+{
+    if (*n_src == 0)
+        return CMA_OK;
+    char **grown = realloc(*dst, (*n_dst + *n_src) * sizeof(*grown));
+    if (!grown)
+        return CMA_ERR_NOMEM;
+    memcpy(grown + *n_dst, *src, *n_src * sizeof(*grown));
+    *dst = grown;
+    *n_dst += *n_src;
+    free(*src);
+    *src = NULL;
+    *n_src = 0;
+    return CMA_OK;
+}
+
+/* Moves part's rules, warnings, resourceRules and file names onto base; part keeps only what
+ * cma_config_free() may free. Only resourceRules can conflict (exactly one file may hold it). */
+static enum cma_errc merge_into(struct cma_config *base, struct cma_config *part,
+                                struct cma_err *reterr)
+{
+    const struct cma_config_resource_rules *a = base->resource_rules, *b = part->resource_rules;
+    if (a && b)
+        return cma_err_set_at(reterr, CMA_ERR_CONFIG_VALUE, b->pos.file, b->pos.line, b->pos.column,
+                              "resourceRules is already defined at %s:%u:%u: only one config "
+                              "file may define resourceRules",
+                              a->pos.file, a->pos.line, a->pos.column);
+    if (move_rules(&base->rules, &base->n_rules, &part->rules, &part->n_rules) ||
+        move_rules(&base->external_rules, &base->n_external_rules, &part->external_rules,
+                   &part->n_external_rules) ||
+        move_strings(&base->warnings, &base->n_warnings, &part->warnings, &part->n_warnings) ||
+        move_strings(&base->files, &base->n_files, &part->files, &part->n_files))
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    if (b) {
+        base->resource_rules = part->resource_rules;
+        part->resource_rules = NULL;
+    }
+    part->file = NULL;
+    return CMA_OK;
+}
+
+/* ---- several files: the same metric from two files ------------------------------------------ */
+
+static bool is_name_char(char c, bool first)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
+           (!first && c >= '0' && c <= '9');
+}
+
+/* Copies s[0..len) to out when it is a metric name ([A-Za-z_:][A-Za-z0-9_:]*). */
+static bool copy_name(const char *s, size_t len, char *out, size_t out_len)
+{
+    if (len == 0 || len >= out_len)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!is_name_char(s[i], i == 0))
+            return false;
+    memcpy(out, s, len);
+    out[len] = '\0';
+    return true;
+}
+
+/* The value of the __name__ matcher inside a selector, when it names one metric:
+ * __name__="x", or __name__=~"x" / "^x$" (PromQL anchors regexes, so a plain name is exact). */
+static bool name_matcher(const char *q, char *out, size_t out_len)
+{
+    const char *p = strstr(q, "__name__");
+    if (!p)
+        return false;
+    p += strlen("__name__");
+    while (*p == ' ')
+        p++;
+    if (*p != '=') /* != and !~ select more than one name */
+        return false;
+    bool regex = p[1] == '~';
+    p += regex ? 2 : 1;
+    while (*p == ' ')
+        p++;
+    char quote = *p;
+    const char *end = (quote == '"' || quote == '\'') ? strchr(p + 1, quote) : NULL;
+    if (!end)
+        return false;
+    const char *b = p + 1;
+    if (regex && b < end && *b == '^')
+        b++;
+    if (regex && end > b && end[-1] == '$')
+        end--;
+    return copy_name(b, (size_t)(end - b), out, out_len);
+}
+
+/* The one metric name a seriesQuery selects: name, name{...} or {...__name__="name"...}. */
+static bool series_literal(const char *q, char *out, size_t out_len)
+{
+    while (*q == ' ')
+        q++;
+    if (*q == '{')
+        return name_matcher(q, out, out_len);
+    size_t len = 0;
+    while (q[len] && is_name_char(q[len], len == 0))
+        len++;
+    const char *rest = q + len;
+    while (*rest == ' ')
+        rest++;
+    if (*rest != '\0' && *rest != '{')
+        return false;
+    if (*rest == '{' && strstr(rest, "__name__"))
+        return false;
+    return copy_name(q, len, out, out_len);
+}
+
+/* name.matches as a plain metric name, optionally anchored (^name, name$, ^name$), when the
+ * served name is the match itself; false when the series (if known) cannot match it. */
+static bool literal_match_name(const char *m, const char *series, char *out, size_t out_len)
+{
+    bool head = m[0] == '^', tail = strlen(m) > 1 && m[strlen(m) - 1] == '$';
+    size_t len = strlen(m + head) - tail;
+    if (!copy_name(m + head, len, out, out_len))
+        return false;
+    if (!series)
+        return true;
+    size_t sl = strlen(series);
+    if (head && tail)
+        return strcmp(series, out) == 0;
+    if (head)
+        return strncmp(series, out, len) == 0;
+    if (tail)
+        return sl >= len && strcmp(series + sl - len, out) == 0;
+    return strstr(series, out) != NULL;
+}
+
+/* The API name a rule serves when the config alone tells it (false otherwise, or when the
+ * rule can serve nothing): a constant name.as; else `as` empty or $0 with name.matches empty
+ * (the series name) or a plain name, optionally anchored (the match itself). */
+static bool static_metric_name(const struct cma_config_rule *r, char *out, size_t out_len)
+{
+    const char *q = r->series_query.set ? r->series_query.s : "";
+    const char *as = r->name_as.set ? r->name_as.s : "";
+    const char *m = r->name_matches.set ? r->name_matches.s : "";
+    if (!q[0] || r->n_series_filters > 0)
+        return false;
+    if (as[0] && !strchr(as, '$'))
+        return (size_t)snprintf(out, out_len, "%s", as) < out_len;
+    if (as[0] && strcmp(as, "$0") != 0 && strcmp(as, "${0}") != 0)
+        return false;
+    char series[256];
+    bool known = series_literal(q, series, sizeof(series));
+    if (!m[0])
+        return known && snprintf(out, out_len, "%s", series) > 0;
+    return literal_match_name(m, known ? series : NULL, out, out_len);
+}
+
+/* Resource names as written compare case-insensitively, singular or plural ("pod", "Pods"). */
+static bool same_resource(const char *a, const char *b)
+{
+    if (strlen(a) > strlen(b)) { /* a: the shorter one */
+        const char *t = a;
+        a = b;
+        b = t;
+    }
+    size_t la = strlen(a);
+    if (strncasecmp(a, b, la) != 0)
+        return false;
+    const char *rest = b + la;
+    return !*rest || strcasecmp(rest, "s") == 0 || strcasecmp(rest, "es") == 0;
+}
+
+static bool same_override_resource(const struct cma_config_override *x,
+                                   const struct cma_config_override *y)
+{
+    const char *gx = x->group.set ? x->group.s : "", *gy = y->group.set ? y->group.s : "";
+    return x->resource.set && y->resource.set && strcasecmp(gx, gy) == 0 &&
+           same_resource(x->resource.s, y->resource.s);
+}
+
+/* The override of `later` serving a resource `earlier` serves too, or NULL. */
+static const struct cma_config_override *shared_resource(const struct cma_config_rule *earlier,
+                                                         const struct cma_config_rule *later)
+{
+    for (size_t i = 0; i < later->resources.n_overrides; i++)
+        for (size_t j = 0; j < earlier->resources.n_overrides; j++)
+            if (same_override_resource(&later->resources.overrides[i],
+                                       &earlier->resources.overrides[j]))
+                return &later->resources.overrides[i];
+    return NULL;
+}
+
+static enum cma_errc duplicate_error(const struct cma_config_rule *later,
+                                     const struct cma_config_rule *earlier, const char *what,
+                                     const char *name, const char *resource, struct cma_err *reterr)
+{
+    return cma_err_set_at(reterr, CMA_ERR_CONFIG_VALUE, later->pos.file, later->pos.line,
+                          later->pos.column,
+                          "%s \"%s\"%s%s is also served by the rule at %s:%u:%u: a metric may "
+                          "come from one config file only (drop one rule, or rename one with "
+                          "name.as)",
+                          what, name, resource ? " for resource " : "", resource ? resource : "",
+                          earlier->pos.file, earlier->pos.line, earlier->pos.column);
+}
+
+/* Checks each rule against the rules of earlier files in the same list. */
+static enum cma_errc check_duplicates(const struct cma_config_rule *rules, size_t n, bool external,
+                                      struct cma_err *reterr)
+{
+    for (size_t i = 0; i < n; i++) {
+        char ni[256];
+        if (!static_metric_name(&rules[i], ni, sizeof(ni)))
+            continue;
+        for (size_t j = 0; j < i; j++) {
+            char nj[256];
+            if (rules[j].pos.file == rules[i].pos.file ||
+                !static_metric_name(&rules[j], nj, sizeof(nj)) || strcasecmp(ni, nj) != 0)
+                continue;
+            if (external)
+                return duplicate_error(&rules[i], &rules[j], "external metric", ni, NULL, reterr);
+            const struct cma_config_override *o = shared_resource(&rules[j], &rules[i]);
+            if (o)
+                return duplicate_error(&rules[i], &rules[j], "metric", ni, o->resource.s, reterr);
+        }
+    }
+    return CMA_OK;
+}
+
+static enum cma_errc load_merged(const struct path_list *files, struct cma_config **ret,
+                                 struct cma_err *reterr)
+{
+    struct cma_config *base = NULL;
+    enum cma_errc rc = CMA_OK;
+    for (size_t i = 0; rc == CMA_OK && i < files->n; i++) {
+        struct cma_config *part = NULL;
+        rc = cma_config_load_file(files->v[i], &part, reterr);
+        if (rc == CMA_OK && !base)
+            base = part;
+        else if (rc == CMA_OK) {
+            rc = merge_into(base, part, reterr);
+            cma_config_free(part);
+        }
+    }
+    if (rc == CMA_OK && base)
+        rc = check_duplicates(base->rules, base->n_rules, false, reterr);
+    if (rc == CMA_OK && base)
+        rc = check_duplicates(base->external_rules, base->n_external_rules, true, reterr);
+    if (rc != CMA_OK || !base) {
+        cma_config_free(base);
+        return rc != CMA_OK ? rc : cma_err_set(reterr, CMA_ERR_CONFIG_IO, "no config file to load");
+    }
+    *ret = base;
+    return CMA_OK;
+}
+
+enum cma_errc cma_config_load_paths(const char *const *paths, size_t n_paths,
+                                    struct cma_config **ret, struct cma_err *reterr)
+{
+    if (n_paths == 0)
+        return cma_err_set(reterr, CMA_ERR_CONFIG_IO,
+                           "no metrics discovery configuration file specified (make sure to use "
+                           "--config)");
+    struct path_list files = {0};
+    enum cma_errc rc = expand_paths(paths, n_paths, &files, reterr);
+    if (rc == CMA_OK)
+        rc = load_merged(&files, ret, reterr);
+    path_list_done(&files);
+    return rc;
 }

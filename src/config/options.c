@@ -62,6 +62,16 @@ static enum cma_errc check_verb(const char *value, struct cma_err *reterr)
                        value);
 }
 
+static enum cma_errc check_logging_format(const char *value, struct cma_err *reterr)
+{
+    if (strcmp(value, "text") == 0 || strcmp(value, "json") == 0)
+        return CMA_OK;
+    return cma_err_set(reterr, CMA_ERR_FLAG,
+                       "invalid argument \"%s\" for \"--logging-format\" flag: supported values "
+                       "are \"json\" and \"text\"",
+                       value);
+}
+
 static enum cma_errc check_tls_version(const char *value, struct cma_err *reterr)
 {
     static const char *const versions[] = {"VersionTLS10", "VersionTLS11", "VersionTLS12",
@@ -118,10 +128,13 @@ static enum cma_errc normalize_cipher_suites(const char *value, FILE *warnings, 
 static const struct flag flags[] = {
     /* adapter */
     {.name = "config",
-     .type = FLAG_STRING,
-     .offset = OPT(config),
+     .type = FLAG_STRING_ARRAY,
+     .offset = OPT(configs),
+     .count_offset = OPT(n_configs),
      .help = "Metrics discovery config file (rules, externalRules, resourceRules) in "
-             "prometheus-adapter's format; required"},
+             "prometheus-adapter's format; required. Repeat it for more files, or name a "
+             "directory (its .yaml and .yml files, in name order); files merge in the order "
+             "given (docs/configuration.md)"},
     {.name = "metrics-relist-interval",
      .type = FLAG_DURATION,
      .offset = OPT(metrics_relist_interval_ms),
@@ -143,6 +156,23 @@ static const struct flag flags[] = {
              "successful relist, read at start), so a restarted adapter serves discovery at once "
              "even while the backend is down; empty means off (e.g. a file on an emptyDir "
              "volume)"},
+    {.name = "metrics-cache-ttl",
+     .type = FLAG_DURATION,
+     .offset = OPT(metrics_cache_ttl_ms),
+     .def = "5s",
+     .min = 0,
+     .max = 3600000,
+     .help = "How long a backend query's answer is reused for identical queries (same backend "
+             "and PromQL), counted from when the backend answered; identical queries in flight "
+             "at once always go out once. 0 turns the cache off (docs/operations.md)"},
+    {.name = "metrics-cache-max-bytes",
+     .type = FLAG_INT64,
+     .offset = OPT(metrics_cache_max_bytes),
+     .def = "8388608",
+     .min = 1,
+     .max = INT64_MAX,
+     .help = "Bytes the cached answers of --metrics-cache-ttl may hold; the oldest are dropped "
+             "first"},
     /* API groups: each is served only when its rules exist and its flag is not set */
     {.name = "disable-custom-metrics",
      .type = FLAG_BOOL,
@@ -180,16 +210,17 @@ static const struct flag flags[] = {
     {.name = "prometheus-token-file",
      .type = FLAG_STRING,
      .offset = OPT(prometheus_token_file),
-     .help = "File holding a bearer token sent to Prometheus"},
+     .help = "File holding a bearer token sent to Prometheus (read again when it changes)"},
     {.name = "prometheus-ca-file",
      .type = FLAG_STRING,
      .offset = OPT(prometheus_ca_file),
-     .help = "CA certificates (PEM) that verify Prometheus's serving certificate"},
+     .help = "CA certificates (PEM) that verify Prometheus's serving certificate (read again "
+             "when the file changes)"},
     {.name = "prometheus-client-tls-cert-file",
      .type = FLAG_STRING,
      .offset = OPT(prometheus_client_tls_cert_file),
      .help = "Client certificate (PEM) presented to Prometheus; needs "
-             "--prometheus-client-tls-key-file"},
+             "--prometheus-client-tls-key-file (the pair is read again when it changes)"},
     {.name = "prometheus-client-tls-key-file",
      .type = FLAG_STRING,
      .offset = OPT(prometheus_client_tls_key_file),
@@ -197,11 +228,13 @@ static const struct flag flags[] = {
     {.name = "prometheus-auth-config",
      .type = FLAG_STRING,
      .offset = OPT(prometheus_auth_config),
-     .help = "kubeconfig file whose credentials and TLS settings are used for Prometheus"},
+     .help = "kubeconfig file whose current context's credentials and TLS settings are used "
+             "for Prometheus (not its server); explicit --prometheus-* flags win"},
     {.name = "prometheus-auth-incluster",
      .type = FLAG_BOOL,
      .offset = OPT(prometheus_auth_incluster),
-     .help = "Use the pod's service account token and cluster CA for Prometheus"},
+     .help = "Use the pod's service account token (read again as it rotates) and ca.crt for "
+             "Prometheus; not with --prometheus-auth-config"},
     {.name = "prometheus-basic-auth-username",
      .type = FLAG_STRING,
      .offset = OPT(prometheus_basic_auth_username),
@@ -209,7 +242,8 @@ static const struct flag flags[] = {
     {.name = "prometheus-basic-auth-password-file",
      .type = FLAG_STRING,
      .offset = OPT(prometheus_basic_auth_password_file),
-     .help = "File holding the password for HTTP basic authentication to Prometheus"},
+     .help = "File holding the password for HTTP basic authentication to Prometheus (read "
+             "again when it changes)"},
     {.name = "prometheus-insecure-skip-tls-verify",
      .type = FLAG_BOOL,
      .offset = OPT(prometheus_insecure_skip_tls_verify),
@@ -474,7 +508,15 @@ static const struct flag flags[] = {
      .offset = OPT(v),
      .min = 0,
      .max = 100,
-     .help = "Log verbosity: 6 logs every backend request and status, 8 response bodies"},
+     .help = "Log verbosity: 2 logs one line per request, 6 every backend request and status, 8 "
+             "response bodies"},
+    {.name = "logging-format",
+     .type = FLAG_STRING,
+     .offset = OPT(logging_format),
+     .def = "text",
+     .check = check_logging_format,
+     .help = "Log format: text (one line per event) or json (one JSON object per line: ts, "
+             "level, v, msg and the event's fields)"},
     {.name = "help",
      .shorthand = 'h',
      .type = FLAG_BOOL,
@@ -781,7 +823,7 @@ static enum cma_errc parse_one(struct cma_options *o, int argc, char **argv, int
 /* Checks across flags, done once all are parsed. */
 static enum cma_errc check_combinations(const struct cma_options *o, struct cma_err *reterr)
 {
-    if (!o->config && !o->help && !o->version && !o->print_flags_markdown)
+    if (o->n_configs == 0 && !o->help && !o->version && !o->print_flags_markdown)
         return cma_err_set(reterr, CMA_ERR_FLAG,
                            "no metrics discovery configuration file specified (make sure to "
                            "use --config)");

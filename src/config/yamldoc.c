@@ -23,6 +23,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "cma/hash.h"
 #include "cma/str.h"
 
 #define MAX_INPUT_BYTES ((size_t)16 << 20)
@@ -50,6 +51,7 @@ struct anchor {
     struct cma_ynode *node;
     size_t weight;
     bool complete;
+    bool redefined; /* a later anchor of the same name hides this one */
 };
 
 struct frame {
@@ -66,8 +68,7 @@ struct parser {
     size_t depth;
     struct anchor *anchors;
     size_t n_anchors, cap_anchors;
-    size_t *table; /* open addressing: anchor index + 1, 0 = empty */
-    size_t table_cap;
+    struct cma_htab table; /* anchors by name: index + 1 */
     unsigned n_docs;
     bool in_later_doc; /* inside the second or a later document */
     unsigned later_doc_line, later_doc_column;
@@ -121,49 +122,29 @@ void cma_ydoc_free(struct cma_ydoc *doc)
 
 /* ---- anchors -------------------------------------------------------------------------------- */
 
-static size_t hash_name(const char *s)
+/* Only the newest anchor of a name matches (older ones stay in the table after a growth). */
+static bool anchor_eq(const void *ctx, size_t index, const void *key)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    return (size_t)h;
+    const struct parser *p = ctx;
+    return !p->anchors[index].redefined && strcmp(p->anchors[index].name, key) == 0;
+}
+
+static uint64_t anchor_hash(const void *ctx, size_t index)
+{
+    const struct parser *p = ctx;
+    return cma_hash_str(p->anchors[index].name, strlen(p->anchors[index].name));
 }
 
 /* Returns the slot of `name` in the table: holding its index + 1, or 0 when free. */
 static size_t *table_slot(struct parser *p, const char *name)
 {
-    size_t mask = p->table_cap - 1;
-    for (size_t i = hash_name(name) & mask;; i = (i + 1) & mask) {
-        size_t *slot = &p->table[i];
-        if (*slot == 0 || strcmp(p->anchors[*slot - 1].name, name) == 0)
-            return slot;
-    }
-}
-
-static bool table_grow(struct parser *p)
-{
-    size_t new_cap = p->table_cap ? p->table_cap * 2 : 64;
-    size_t *old = p->table;
-    size_t old_cap = p->table_cap;
-    p->table = calloc(new_cap, sizeof(*p->table));
-    if (!p->table) {
-        p->table = old;
-        return false;
-    }
-    p->table_cap = new_cap;
-    for (size_t i = 0; i < old_cap; i++)
-        if (old[i])
-            *table_slot(p, p->anchors[old[i] - 1].name) = old[i];
-    free(old);
-    return true;
+    return cma_htab_find(&p->table, cma_hash_str(name, strlen(name)), name, anchor_eq, p);
 }
 
 /* Defines (or redefines) an anchor; returns its index or SIZE_MAX when out of memory. */
 static size_t anchor_define(struct parser *p, const char *name, struct cma_ynode *node)
 {
-    if ((p->n_anchors + 1) * 2 > p->table_cap && !table_grow(p))
+    if (cma_htab_reserve(&p->table, p->n_anchors, anchor_hash, p) != CMA_OK)
         return SIZE_MAX;
     if (p->n_anchors == p->cap_anchors) {
         size_t cap = p->cap_anchors ? p->cap_anchors * 2 : 16;
@@ -176,15 +157,18 @@ static size_t anchor_define(struct parser *p, const char *name, struct cma_ynode
     char *copy = cma_strdup(name);
     if (!copy)
         return SIZE_MAX;
+    size_t *slot = table_slot(p, name);
+    if (*slot)
+        p->anchors[*slot - 1].redefined = true;
     size_t idx = p->n_anchors++;
     p->anchors[idx] = (struct anchor){.name = copy, .node = node, .weight = 0, .complete = false};
-    *table_slot(p, name) = idx + 1;
+    *slot = idx + 1;
     return idx;
 }
 
 static const struct anchor *anchor_find(struct parser *p, const char *name)
 {
-    if (!p->table_cap)
+    if (!p->table.cap)
         return NULL;
     size_t slot = *table_slot(p, name);
     return slot ? &p->anchors[slot - 1] : NULL;
@@ -545,7 +529,7 @@ static void parser_done(struct parser *p)
     for (size_t i = 0; i < p->n_anchors; i++)
         free(p->anchors[i].name);
     free(p->anchors);
-    free(p->table);
+    cma_htab_done(&p->table);
 }
 
 enum cma_errc cma_ydoc_parse(const char *file, const char *text, size_t len, struct cma_ydoc **ret,

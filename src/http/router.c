@@ -134,12 +134,10 @@ static enum cma_errc check_escapes(const char *path, size_t len, struct cma_err 
     for (size_t i = 0; i < len; i++) {
         if (path[i] != '%')
             continue;
-        int hi = i + 2 < len ? cma_hex_digit(path[i + 1]) : -1;
-        int lo = i + 2 < len ? cma_hex_digit(path[i + 2]) : -1;
-        if (hi < 0 || lo < 0)
+        int c = cma_percent_escape(path, len, i);
+        if (c < 0)
             return cma_err_set(reterr, CMA_ERR_BAD_REQUEST,
                                "malformed percent-escape at offset %zu of the request path", i);
-        int c = hi * 16 + lo;
         if (c == 0 || c == '/')
             return cma_err_set(reterr, CMA_ERR_BAD_REQUEST,
                                "escaped %s at offset %zu of the request path is not allowed",

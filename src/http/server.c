@@ -91,8 +91,10 @@
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
 
+#include "cma/arena.h"
 #include "cma/clock.h"
 #include "cma/log.h"
+#include "cma/router.h"
 #include "cma/str.h"
 #include "http_internal.h"
 
@@ -190,6 +192,7 @@ struct request_state {
     atomic_bool reply_ready; /* the worker's reply is in `reply` */
     struct cma_response reply;
     size_t query_cap;
+    struct cma_arena arena; /* cma_request_arena(): from the request line to on_completed */
 };
 
 static const char STATUS_413[] =
@@ -840,13 +843,22 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     st->raw_target_len = uri ? strlen(uri) : 0;
     st->target_bad = !uri || target_has_bad_byte(uri, st->raw_target_len);
     atomic_init(&st->reply_ready, false);
+    cma_arena_init(&st->arena, CMA_REQUEST_ARENA_MAX_BYTES);
     return st;
+}
+
+/* The request is the first member of its state; a request the server did not make (no
+ * connection, as in unit tests) has no arena. */
+struct cma_arena *cma_request_arena(const struct cma_request *req)
+{
+    return req->conn ? &((struct request_state *)req)->arena : NULL;
 }
 
 static void free_state(struct request_state *st)
 {
     if (!st)
         return;
+    cma_arena_done(&st->arena);
     for (size_t i = 0; i < st->req.n_query; i++) {
         free(st->req.query[i].key);
         free(st->req.query[i].value);

@@ -1,6 +1,7 @@
 /* tls.c: serving-certificate material for the HTTPS server (OpenSSL): checking that a given
- * certificate/key pair belongs together, and generating a self-signed pair into --cert-dir when
- * the user gives none, as kube's secure-serving options do.
+ * certificate/key pair belongs together (with the check the outgoing clients use,
+ * clients/credentials.c), and generating a self-signed pair into --cert-dir when the user gives
+ * none, as kube's secure-serving options do.
  *
  * DESIGN
  * - Like k8s.io/client-go/util/cert.GenerateSelfSignedCertKey, generation makes a throw-away CA
@@ -37,7 +38,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include "cma/log.h"
+#include "cma/credentials.h"
 
 #define CERT_NAME "apiserver.crt"
 #define KEY_NAME "apiserver.key"
@@ -107,36 +108,12 @@ static enum cma_errc load_leaf(const char *cert_file, X509 **ret_leaf, struct cm
     return CMA_OK;
 }
 
-static enum cma_errc load_key(const char *key_file, EVP_PKEY **ret_key, struct cma_err *reterr)
-{
-    BIO *bio = BIO_new_file(key_file, "r");
-    if (!bio)
-        return tls_fail(reterr, "cannot open private key file %s", key_file);
-    EVP_PKEY *key = PEM_read_bio_PrivateKey(bio, NULL, no_password, NULL);
-    BIO_free(bio);
-    if (!key)
-        return tls_fail(reterr, "no unencrypted PEM private key in %s", key_file);
-    ERR_clear_error();
-    *ret_key = key;
-    return CMA_OK;
-}
-
+/* The pair check is the one of the outgoing clients' credentials (clients/credentials.c), so
+ * serving and client material are judged by the same code. */
 enum cma_errc cma_tls_check_pair(const char *cert_file, const char *key_file,
                                  struct cma_err *reterr)
 {
-    if (!cert_file || !*cert_file || !key_file || !*key_file)
-        return cma_err_set(reterr, CMA_ERR_TLS, "a certificate file and a key file are required");
-    X509 *leaf = NULL;
-    EVP_PKEY *key = NULL;
-    enum cma_errc rc = load_leaf(cert_file, &leaf, reterr);
-    if (rc == CMA_OK)
-        rc = load_key(key_file, &key, reterr);
-    if (rc == CMA_OK && X509_check_private_key(leaf, key) != 1)
-        rc = tls_fail(reterr, "private key %s does not match certificate %s", key_file, cert_file);
-    X509_free(leaf);
-    EVP_PKEY_free(key);
-    ERR_clear_error();
-    return rc;
+    return cma_creds_check_pair_files(cert_file, key_file, reterr);
 }
 
 /* ----- files and directories ----- */
@@ -470,6 +447,5 @@ enum cma_errc cma_tls_ensure_self_signed(const char *cert_dir, const char *const
         cma_err_prefix(reterr, "self-signed certificate in %s: ", cert_dir);
         return rc;
     }
-    cma_log_info("generated a self-signed serving certificate: %s, %s", cert_path, key_path);
-    return CMA_OK;
+    return CMA_OK; /* main logs that it generated one (a new file: the rename gave a new inode) */
 }

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "cma/str.h"
+#include "cma/utf8.h"
 
 /* A match-limit overrun counts as no match (header contract). */
 enum {
@@ -55,80 +56,10 @@ struct cma_regex {
 
 /* ---- UTF-8 and Unicode classes ---------------------------------------------------------- */
 
+/* Kept for callers outside rules/ (query/selector.c); the decoder is base/utf8.c's. */
 uint32_t cma_regex_utf8_decode(const char *s, size_t len, size_t *ret_width)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    if (len == 0) {
-        *ret_width = 0;
-        return 0xFFFD;
-    }
-    unsigned b0 = p[0];
-    if (b0 < 0x80) {
-        *ret_width = 1;
-        return b0;
-    }
-    size_t need;
-    unsigned lo = 0x80, hi = 0xBF;
-    uint32_t cp;
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-        need = 2;
-        cp = b0 & 0x1F;
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-        need = 3;
-        cp = b0 & 0x0F;
-        if (b0 == 0xE0)
-            lo = 0xA0;
-        else if (b0 == 0xED)
-            hi = 0x9F;
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-        need = 4;
-        cp = b0 & 0x07;
-        if (b0 == 0xF0)
-            lo = 0x90;
-        else if (b0 == 0xF4)
-            hi = 0x8F;
-    } else {
-        *ret_width = 1;
-        return 0xFFFD;
-    }
-    if (len < need || p[1] < lo || p[1] > hi) {
-        *ret_width = 1;
-        return 0xFFFD;
-    }
-    cp = (cp << 6) | (p[1] & 0x3F);
-    for (size_t i = 2; i < need; i++) {
-        if (p[i] < 0x80 || p[i] > 0xBF) {
-            *ret_width = 1;
-            return 0xFFFD;
-        }
-        cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    *ret_width = need;
-    return cp;
-}
-
-static size_t utf8_encode(uint32_t cp, char out[4])
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
+    return cma_utf8_decode(s, len, ret_width);
 }
 
 enum rune_class { RUNE_CLASS_PRINT, RUNE_CLASS_WORD, RUNE_CLASS__COUNT };
@@ -160,7 +91,7 @@ static int rune_in_class(enum rune_class which, uint32_t cp)
     if (pthread_once(&class_once, compile_classes) != 0 || !class_codes[which])
         return -1;
     char enc[4];
-    size_t n = utf8_encode(cp, enc);
+    size_t n = cma_utf8_encode(cp, enc);
     pcre2_match_data *md = pcre2_match_data_create(1, NULL);
     if (!md)
         return -1;
@@ -400,7 +331,7 @@ static enum cma_errc parse_escape(struct xlat *x, uint32_t *ret)
     if (i >= x->len)
         return regex_error(x->err, x->pat, start, "trailing backslash at end of expression");
     size_t w;
-    uint32_t c = cma_regex_utf8_decode(x->pat + i, x->len - i, &w);
+    uint32_t c = cma_utf8_decode(x->pat + i, x->len - i, &w);
     i += w;
     switch (c) {
     case '1':
@@ -520,7 +451,7 @@ static enum cma_errc copy_unicode_class(struct xlat *x)
         i = (size_t)(close - x->pat) + 1;
     } else {
         size_t w;
-        cma_regex_utf8_decode(x->pat + i, x->len - i, &w);
+        cma_utf8_decode(x->pat + i, x->len - i, &w);
         i += w;
     }
     x->pos = i;
@@ -609,7 +540,7 @@ static enum cma_errc class_char(struct xlat *x, size_t class_start, uint32_t *re
     if (at(x, x->pos) == '\\')
         return parse_escape(x, ret);
     size_t w;
-    *ret = cma_regex_utf8_decode(x->pat + x->pos, x->len - x->pos, &w);
+    *ret = cma_utf8_decode(x->pat + x->pos, x->len - x->pos, &w);
     x->pos += w;
     return CMA_OK;
 }
@@ -856,7 +787,7 @@ static enum cma_errc translate_perl_group(struct xlat *x)
     bool saw_flag = false;
     while (i < x->len) {
         size_t w;
-        uint32_t c = cma_regex_utf8_decode(x->pat + i, x->len - i, &w);
+        uint32_t c = cma_utf8_decode(x->pat + i, x->len - i, &w);
         i += w;
         if (c == 'i' || c == 'm' || c == 's' || c == 'U') {
             saw_flag = true;
@@ -938,7 +869,7 @@ static enum cma_errc translate_escape(struct xlat *x)
             }
             while (i < stop) {
                 size_t w;
-                uint32_t r = cma_regex_utf8_decode(x->pat + i, stop - i, &w);
+                uint32_t r = cma_utf8_decode(x->pat + i, stop - i, &w);
                 begin_atom(x, false);
                 enum cma_errc rc =
                     r < 0x80 && is_alnum(r) ? emit(x, x->pat + i, 1, i) : emit_hex(x, r, i);
@@ -1017,8 +948,8 @@ static enum cma_errc translate_one(struct xlat *x)
         return translate_escape(x);
     default: {
         size_t w;
-        uint32_t r = cma_regex_utf8_decode(x->pat + start, x->len - start, &w);
-        if (r == 0xFFFD && w == 1)
+        uint32_t r = cma_utf8_decode(x->pat + start, x->len - start, &w);
+        if (r == CMA_UTF8_RUNE_ERROR && w == 1)
             return regex_error(x->err, x->pat, start, "invalid UTF-8: `%s`", x->pat + start);
         begin_atom(x, false);
         x->pos += w;
@@ -1043,8 +974,8 @@ static enum cma_errc translate(struct xlat *x)
 {
     for (size_t i = 0; i < x->len;) {
         size_t w;
-        uint32_t r = cma_regex_utf8_decode(x->pat + i, x->len - i, &w);
-        if (r == 0xFFFD && w == 1)
+        uint32_t r = cma_utf8_decode(x->pat + i, x->len - i, &w);
+        if (r == CMA_UTF8_RUNE_ERROR && w == 1)
             return regex_error(x->err, x->pat, i, "invalid UTF-8: `%s`", x->pat + i);
         i += w;
     }
@@ -1250,8 +1181,8 @@ static enum cma_errc extract_name(const char *t, size_t len, const char **ret_na
             continue;
         }
         size_t w;
-        uint32_t r = cma_regex_utf8_decode(t + i, len - i, &w);
-        if (r == 0xFFFD && w == 1)
+        uint32_t r = cma_utf8_decode(t + i, len - i, &w);
+        if (r == CMA_UTF8_RUNE_ERROR && w == 1)
             break;
         int in = rune_in_class(RUNE_CLASS_WORD, r);
         if (in < 0)

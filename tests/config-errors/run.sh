@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Runs every tests/config-errors/<case>/config.yaml through the adapter's --check-config.
-# A case with expect.error is a config prometheus-adapter refuses too: exit status non-zero and
-# stderr's error line (the first one naming the config path) equal, word for word, to it.
+# Runs every tests/config-errors/<case>/ through the adapter's --check-config: its config.yaml,
+# else its config.d/ directory (--config=<case>/config.d), else each file listed in its `configs`
+# (one --config flag per line, in order). Several files: see docs/configuration.md.
+# A case with expect.error is a config prometheus-adapter refuses too (or, for several files, one
+# that cannot be merged): exit status non-zero and stderr's error line (the first one naming a
+# file of the case) equal, word for word, to it.
 # A case with expect.warning is one prometheus-adapter loads (and fails per request, or never
 # lists): exit 0 with that line as the first warning, and exit 1 with it as the first error under
 # --strict-config.
@@ -11,7 +14,7 @@ cd "$(dirname "$0")"
 pass=0 fail=0
 # first_line LEVEL CASE OUTPUT: the first "LEVEL file:line:col: ..." line of OUTPUT naming CASE
 first_line() {
-  printf '%s\n' "$3" | grep -F "$2/config.yaml:" | grep " $1 " | head -1 | sed "s/^.* $1 //"
+  printf '%s\n' "$3" | grep -F " $1 $2/" | head -1 | sed "s/^.* $1 //"
 }
 check() { # NAME WANT GOT RC WANT_RC
   if [ "$4" -eq "$5" ] && [ "$3" = "$2" ]; then
@@ -23,13 +26,22 @@ check() { # NAME WANT GOT RC WANT_RC
 }
 for dir in */; do
   case=${dir%/}
-  [ -f "$case/config.yaml" ] || continue
-  out=$("../../$bin" --config="$case/config.yaml" --check-config 2>&1 >/dev/null)
+  if [ -f "$case/config.yaml" ]; then
+    args=("--config=$case/config.yaml")
+  elif [ -d "$case/config.d" ]; then
+    args=("--config=$case/config.d")
+  elif [ -f "$case/configs" ]; then
+    args=()
+    while IFS= read -r f; do args+=("--config=$case/$f"); done <"$case/configs"
+  else
+    continue
+  fi
+  out=$("../../$bin" "${args[@]}" --check-config 2>&1 >/dev/null)
   rc=$?
   if [ -f "$case/expect.warning" ]; then
     want=$(cat "$case/expect.warning")
     check "$case" "$want" "$(first_line W "$case" "$out")" "$rc" 0
-    out=$("../../$bin" --config="$case/config.yaml" --check-config --strict-config 2>&1 >/dev/null)
+    out=$("../../$bin" "${args[@]}" --check-config --strict-config 2>&1 >/dev/null)
     rc=$?
     check "$case --strict-config" "$want" "$(first_line E "$case" "$out")" "$rc" 1
   else

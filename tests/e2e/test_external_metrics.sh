@@ -282,6 +282,7 @@ if start_adapter "$CFG"; then
 
   # Backend failures keep their cause: Prometheus gone → 503, not a blanket 500.
   stop_prometheus
+  sleep 6 # answers from before the outage may be served until --metrics-cache-ttl (5s) has passed
   adapter_fetch "$E/namespaces/ml/fb_used_scalar"
   json_answer "Prometheus down" 503
   t_json "Prometheus down: ServiceUnavailable, unable to fetch metrics from prometheus: <cause>" "$R_BODY" \

@@ -26,6 +26,7 @@ t_eq "before the outage: by-selector answers 200" 200 "$R_STATUS"
 
 prom_port=${PROM_URL##*:}
 stop_prometheus
+sleep 6 # answers from before the outage may be served until --metrics-cache-ttl (5s) has passed
 adapter_fetch "$BERT"
 t_eq "Prometheus down: 503" 503 "$R_STATUS"
 t_eq "Prometheus down: Content-Type" application/json "$R_CTYPE"
@@ -118,12 +119,13 @@ if PROM_URL=$SLOW_URL start_adapter "$CMA_TMP/slow.yaml" --prometheus-timeout=3s
   for i in 1 2 3 4; do
     (
       code=$(curl -s --max-time 60 --cacert "$ADAPTER_CA" -o "$CMA_TMP/slow$i.body" -w '%{http_code}' \
-        "$ADAPTER_URL$G/v1beta1/namespaces/ml/pods/bert-$((i % 3))/DCGM_FI_DEV_GPU_UTIL")
+        "$ADAPTER_URL$G/v1beta1/namespaces/ml/pods/bert-$i/DCGM_FI_DEV_GPU_UTIL")
       echo "slow$i $code" >>"$order"
     ) &
     slow_pids+=($!)
   done
-  # Wait (with a deadline) until all four queries hang in the backend.
+  # Wait (with a deadline) until all four queries hang in the backend (four different objects:
+  # identical queries in flight would be coalesced into one).
   deadline=$((SECONDS + 60))
   while [ "$(in_flight started)" -lt $((started_before + 4)) ] && [ "$SECONDS" -lt "$deadline" ]; do
     sleep 0.05

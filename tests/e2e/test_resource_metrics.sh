@@ -289,6 +289,7 @@ fi
 
 # --- backend outage: the request fails (never a partial or empty 200) --------------------------------
 stop_prometheus
+sleep 6 # answers from before the outage may be served until --metrics-cache-ttl (5s) has passed
 adapter_fetch "$G/pods"
 json_answer "Prometheus down: pods list" 503
 t_json "Prometheus down: ServiceUnavailable saying what failed" "$R_BODY" \

@@ -853,3 +853,131 @@ start_replay_prometheus() {
   export REPLAY_URL="http://127.0.0.1:$_CMA_PORT" REPLAY_PID=$_CMA_SPAWNED \
     REPLAY_LOG="$dir/replay.log" REPLAY_REQUEST_LOG="$dir/requests.jsonl"
 }
+
+# --- nginx as a TLS gateway (test_backend_auth.sh, test_credential_rotation.sh) -----------------
+
+# start_nginx BODY_FILE: starts Debian's nginx (nginx-light) in the foreground (own process group,
+# stopped at exit) with pid file, logs and temp paths in a fresh dir under $CMA_TMP, workers as
+# root (they read files under $CMA_TMP, which is 0700), and an `include BODY_FILE;` in its http
+# block: the caller's server blocks and maps, rewritten before each reload_nginx. A status server
+# on its own port answers the config generation, so a reload is known to be in effect. Each
+# request is logged to $NGINX_DIR/access.log as "port status Authorization X-Scope-OrgID
+# client-cert-subject". Exports NGINX_DIR, NGINX_CONF, NGINX_PID, NGINX_LOG.
+start_nginx() {
+  local body=$1 dir status_port deadline
+  dir=$(mktemp -d "$CMA_TMP/nginx.XXXX")
+  mkdir -p "$dir/tmp"
+  status_port=$(free_port)
+  echo 'return 200 "1";' >"$dir/gen.conf"
+  cat >"$dir/nginx.conf" <<NGINX
+daemon off;
+user root;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 512; }
+http {
+  log_format cma '\$server_port \$status "\$http_authorization" "\$http_x_scope_orgid" "\$ssl_client_s_dn"';
+  access_log $dir/access.log cma;
+  client_body_temp_path $dir/tmp/body;
+  proxy_temp_path $dir/tmp/proxy;
+  fastcgi_temp_path $dir/tmp/fastcgi;
+  uwsgi_temp_path $dir/tmp/uwsgi;
+  scgi_temp_path $dir/tmp/scgi;
+  server {
+    listen 127.0.0.1:$status_port;
+    location / { include $dir/gen.conf; }
+  }
+  include $(realpath "$body");
+}
+NGINX
+  NGINX_LOG="$dir/error.log"
+  _cma_spawn "$dir/nginx.out" nginx -c "$dir/nginx.conf"
+  export NGINX_DIR=$dir NGINX_CONF="$dir/nginx.conf" NGINX_PID=$_CMA_SPAWNED NGINX_LOG \
+    NGINX_STATUS_PORT=$status_port NGINX_GEN=1
+  deadline=$((SECONDS + $(_cma_start_timeout)))
+  until [ "$(curl -s --max-time 2 "http://127.0.0.1:$status_port/")" = 1 ]; do
+    if ! _cma_alive "$NGINX_PID" || [ "$SECONDS" -ge "$deadline" ]; then
+      cma_log "start_nginx: nginx did not start:"
+      tail -n 20 "$dir/nginx.out" "$dir/error.log" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+# reload_nginx: `nginx -s reload` (the body file was rewritten) and waits until the new config
+# answers on the status port and the old workers have exited (an old worker finishes the requests
+# of its kept-alive connections with the old config), so every request from then on meets the new
+# config.
+reload_nginx() {
+  local deadline gen=$((NGINX_GEN + 1)) old_workers p
+  old_workers=$(pgrep -P "$NGINX_PID")
+  echo "return 200 \"$gen\";" >"$NGINX_DIR/gen.conf"
+  if ! nginx -c "$NGINX_CONF" -t >"$NGINX_DIR/test.out" 2>&1; then
+    cma_log "reload_nginx: the new config does not load:"
+    cat "$NGINX_DIR/test.out" >&2
+    return 1
+  fi
+  nginx -c "$NGINX_CONF" -s reload || return 1
+  deadline=$((SECONDS + 30))
+  until [ "$(curl -s --max-time 2 "http://127.0.0.1:$NGINX_STATUS_PORT/")" = "$gen" ]; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      cma_log "reload_nginx: generation $gen not in effect after 30 s"
+      tail -n 20 "$NGINX_LOG" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  for p in $old_workers; do
+    while _cma_alive "$p"; do
+      if [ "$SECONDS" -ge "$deadline" ]; then
+        cma_log "reload_nginx: old worker $p still runs after 30 s"
+        return 1
+      fi
+      sleep 0.05
+    done
+  done
+  export NGINX_GEN=$gen
+}
+
+# make_ca DIR NAME: a CA key and self-signed certificate DIR/NAME.key, DIR/NAME.crt (EC P-256).
+make_ca() {
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj "/CN=$2" -keyout "$1/$2.key" -out "$1/$2.crt" >/dev/null 2>&1
+}
+
+# make_cert DIR NAME CA [SAN]: a key and certificate DIR/NAME.{key,crt} signed by DIR/CA.{crt,key};
+# with SAN (e.g. IP:127.0.0.1) a serving certificate, else a client certificate (CN=NAME).
+make_cert() {
+  local d=$1 name=$2 ca=$3 san=${4:-} ext
+  ext="$d/$name.ext"
+  if [ -n "$san" ]; then
+    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$san" >"$ext"
+  else
+    printf 'extendedKeyUsage=clientAuth\n' >"$ext"
+  fi
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$name" \
+    -keyout "$d/$name.key" -out "$d/$name.csr" >/dev/null 2>&1 &&
+    openssl x509 -req -in "$d/$name.csr" -CA "$d/$ca.crt" -CAkey "$d/$ca.key" -CAcreateserial \
+      -days 2 -extfile "$ext" -out "$d/$name.crt" >/dev/null 2>&1
+}
+
+# projected_write DIR VERSION FILE=SRC...: updates DIR the way the kubelet's atomic writer updates
+# a projected volume (a Secret, a service-account token): the files go into a new DIR/..VERSION,
+# DIR/..data (a symlink to it) is swapped with one rename, and DIR/FILE are symlinks into ..data.
+projected_write() {
+  local d=$1 version=$2 spec old
+  shift 2
+  mkdir -p "$d/..$version"
+  for spec in "$@"; do
+    cp "${spec#*=}" "$d/..$version/${spec%%=*}"
+  done
+  old=$(readlink "$d/..data" 2>/dev/null)
+  ln -sfn "..$version" "$d/..data_tmp" && mv -T "$d/..data_tmp" "$d/..data"
+  for spec in "$@"; do
+    [ -L "$d/${spec%%=*}" ] || ln -s "..data/${spec%%=*}" "$d/${spec%%=*}"
+  done
+  [ -n "$old" ] && [ "$old" != "..$version" ] && rm -rf "${d:?}/$old"
+  return 0
+}

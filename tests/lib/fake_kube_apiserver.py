@@ -49,7 +49,9 @@ everyone is allowed: the older e2e tests use an anonymous kubectl and test metri
 authorization; kube itself does not allow system:anonymous, and test_auth.sh sets an allow list.
 Test controls: GET /__fake/sar-allow?users=a,b (replace the list), GET /__fake/sar-log (every SAR
 body received, oldest first), POST /__fake/auth-configmap (JSON object: replaces the data of
-ConfigMap kube-system/extension-apiserver-authentication, to rotate CAs).
+ConfigMap kube-system/extension-apiserver-authentication, to rotate CAs), GET
+/__fake/tokens?accept=t1,t2 (replace the accepted bearer tokens, to rotate the adapter's own
+credential; like every request it must carry an accepted token).
 
 EXTRA_PODS_JSON (--extra-pods): a JSON array of {namespace, name, labels, phase, nodeName}. An entry
 naming a recorded pod (ml/bert-0 ...) changes that pod's labels/phase/nodeName in place; any other entry
@@ -677,6 +679,7 @@ class App:
         self.fx = fixtures
         self.cluster = cluster
         self.token = token
+        self.tokens = {token}  # accepted bearer tokens (/__fake/tokens replaces them)
         self.with_v1beta2 = with_v1beta2
         self.expire_continue = expire_continue
         self.apis = fixtures.json("discovery-apis-with-v1beta2.json" if with_v1beta2 else "discovery-apis.json")
@@ -739,7 +742,9 @@ class App:
             return Response(403, status_body(
                 403, "Forbidden", 'forbidden: User "system:anonymous" cannot get path "%s"' % path,
                 {}))
-        if auth != "Bearer " + self.token:
+        with self.auth_lock:
+            accepted = auth in ("Bearer " + t for t in self.tokens)
+        if not accepted:
             _, _, status, resp_headers, body = self.unauthorized
             return Response(status, body, resp_headers)
         return None
@@ -783,6 +788,10 @@ class App:
             with self.auth_lock:
                 self.sar_allow = {u for u in params.get("users", "").split(",") if u}
             return self.json_response({"allow": sorted(self.sar_allow)})
+        if path == "/__fake/tokens":  # test control: ?accept=t1,t2 (the accepted bearer tokens)
+            with self.auth_lock:
+                self.tokens = {t for t in params.get("accept", "").split(",") if t}
+                return self.json_response({"accept": sorted(self.tokens)})
         if path == "/__fake/sar-log":  # test control: every SAR received so far, oldest first
             with self.auth_lock:
                 return self.json_response(list(self.sar_log))

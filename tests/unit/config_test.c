@@ -1,7 +1,9 @@
 /* config_test.c: unit tests for the config loader: the Helm default rules, seed 001's GPU rules,
  * resource rules, external rules, yaml.v2 compatibility (scalars as strings, null items, only the
  * first document), positions,
- * every shape error with its exact position, and the tests/config-errors cases verbatim. */
+ * every shape error with its exact position, and the tests/config-errors cases verbatim; and
+ * several files (cma_config_load_paths): merge order, directories, positions per file, and the
+ * conflicts (resourceRules twice, the same metric from two files, the same file twice). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -799,6 +801,373 @@ static void test_cma_config_load_file__missing_file(void **state)
                              "directory");
 }
 
+/* ---- several files (cma_config_load_paths) ------------------------------------------------- */
+
+/* A fresh temporary directory; `name` files are written with write_file(). */
+static char *make_tmpdir(void)
+{
+    char *dir = strdup("/tmp/cma-config-test.XXXXXX");
+    assert_non_null(dir);
+    assert_non_null(mkdtemp(dir));
+    return dir;
+}
+
+static char *write_file(const char *dir, const char *name, const char *text)
+{
+    char *path = malloc(strlen(dir) + strlen(name) + 2);
+    assert_non_null(path);
+    sprintf(path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+    return path;
+}
+
+static void remove_tree(char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            remove_tree(strdup(path));
+        else
+            unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+    free(dir);
+}
+
+static struct cma_config *paths_ok(const char *const *paths, size_t n)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_config *cfg = NULL;
+    if (cma_config_load_paths(paths, n, &cfg, &err) != CMA_OK) {
+        char out[700];
+        cma_err_format_pos(&err, out, sizeof(out));
+        fail_msg("unexpected error: %s", out);
+    }
+    assert_non_null(cfg);
+    return cfg;
+}
+
+/* The error of loading `paths`, formatted, with every occurrence of `dir` replaced by "D". */
+static void paths_fail(const char *const *paths, size_t n, const char *dir, enum cma_errc code,
+                       const char *want)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_config *sentinel = (struct cma_config *)&err, *cfg = sentinel;
+    enum cma_errc rc = cma_config_load_paths(paths, n, &cfg, &err);
+    char out[1400], got[1400];
+    cma_err_format_pos(&err, out, sizeof(out));
+    size_t dl = dir ? strlen(dir) : 0, used = 0;
+    for (const char *p = out; *p && used + 1 < sizeof(got);) {
+        bool at_dir = dl && strncmp(p, dir, dl) == 0;
+        got[used++] = at_dir ? 'D' : *p;
+        p += at_dir ? dl : 1;
+    }
+    got[used] = '\0';
+    if (rc != code)
+        fail_msg("code %d, want %d: %s", rc, code, got);
+    assert_ptr_equal(cfg, sentinel);
+    assert_string_equal(got, want);
+}
+
+static const char gpu_rule[] = "rules:\n"
+                               "- seriesQuery: 'DCGM_FI_DEV_GPU_UTIL{pod!=\"\"}'\n"
+                               "  resources:\n"
+                               "    overrides:\n"
+                               "      pod: {resource: pod}\n"
+                               "  metricsQuery: avg(<<.Series>>{<<.LabelMatchers>>}) by "
+                               "(<<.GroupBy>>)\n";
+
+static void test_cma_config_load_paths__one_file_is_load_file(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    char *a = write_file(dir, "a.yaml", gpu_rule);
+    const char *paths[] = {a};
+    struct cma_config *cfg = paths_ok(paths, 1);
+    assert_string_equal(cfg->file, a);
+    assert_int_equal(cfg->n_files, 1);
+    assert_ptr_equal(cfg->files[0], cfg->file);
+    assert_int_equal(cfg->n_rules, 1);
+    assert_ptr_equal(cfg->rules[0].pos.file, cfg->file);
+    assert_int_equal(cfg->rules[0].pos.line, 2);
+    cma_config_free(cfg);
+    /* no path at all: the message prometheus-adapter gives for a missing --config */
+    paths_fail(paths, 0, NULL, CMA_ERR_CONFIG_IO,
+               "no metrics discovery configuration file specified (make sure to use --config)");
+    free(a);
+    remove_tree(dir);
+}
+
+static void test_cma_config_load_paths__files_merge_in_order(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    char *a = write_file(dir, "a.yaml",
+                         "rules:\n- seriesQuery: a1\n- seriesQuery: a2\n"
+                         "externalRules:\n- seriesQuery: ea\n");
+    char *b = write_file(dir, "b.yaml",
+                         "# b\nrules:\n- seriesQuery: b1\nresourceRules:\n  window: 2m\n"
+                         "---\nrules: []\n");
+    char *c = write_file(dir, "c.yaml", "externalRules:\n- seriesQuery: ec\n");
+    const char *paths[] = {c, a, b};
+    struct cma_config *cfg = paths_ok(paths, 3);
+    assert_int_equal(cfg->n_files, 3);
+    assert_string_equal(cfg->files[0], c);
+    assert_string_equal(cfg->files[1], a);
+    assert_string_equal(cfg->files[2], b);
+    assert_string_equal(cfg->file, c);
+    /* rules: a's then b's (c has none); externalRules: c's then a's */
+    assert_int_equal(cfg->n_rules, 3);
+    assert_str(&cfg->rules[0].series_query, "a1");
+    assert_str(&cfg->rules[1].series_query, "a2");
+    assert_str(&cfg->rules[2].series_query, "b1");
+    assert_string_equal(cfg->rules[1].pos.file, a);
+    assert_int_equal(cfg->rules[1].pos.line, 3);
+    assert_string_equal(cfg->rules[2].pos.file, b);
+    assert_int_equal(cfg->rules[2].pos.line, 3);
+    assert_string_equal(cfg->rules[2].series_query.pos.file, b);
+    assert_int_equal(cfg->n_external_rules, 2);
+    assert_str(&cfg->external_rules[0].series_query, "ec");
+    assert_string_equal(cfg->external_rules[0].pos.file, c);
+    assert_str(&cfg->external_rules[1].series_query, "ea");
+    assert_string_equal(cfg->external_rules[1].pos.file, a);
+    /* resourceRules from the one file that has them; the warning names its file */
+    assert_non_null(cfg->resource_rules);
+    assert_int_equal(cfg->resource_rules->window_ms, 120000);
+    assert_string_equal(cfg->resource_rules->pos.file, b);
+    assert_int_equal(cfg->n_warnings, 1);
+    char want[600];
+    snprintf(want, sizeof(want), "%s:6:1: a second YAML document", b);
+    assert_true(strncmp(cfg->warnings[0], want, strlen(want)) == 0);
+    cma_config_free(cfg);
+    free(a);
+    free(b);
+    free(c);
+    remove_tree(dir);
+}
+
+static void test_cma_config_load_paths__directory(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    char sub[600];
+    snprintf(sub, sizeof(sub), "%s/conf.d", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    free(write_file(sub, "20-b.yml", "rules:\n- seriesQuery: b\n"));
+    free(write_file(sub, "10-a.yaml", "rules:\n- seriesQuery: a\n"));
+    free(
+        write_file(sub, "B.yaml", "rules:\n- seriesQuery: upper\n")); /* byte order: digits first */
+    free(write_file(sub, ".hidden.yaml", "rules: [not, loaded\n"));
+    free(write_file(sub, "notes.txt", "not yaml at all: [\n"));
+    free(write_file(sub, "config.yaml.bak", "rules: [\n"));
+    char other[600];
+    snprintf(other, sizeof(other), "%s/elsewhere", dir);
+    assert_int_equal(mkdir(other, 0700), 0);
+    char *target = write_file(other, "x.yaml", "rules:\n- seriesQuery: linked\n");
+    char link[700];
+    snprintf(link, sizeof(link), "%s/30-link.yaml", sub);
+    assert_int_equal(symlink(target, link), 0); /* ConfigMap mounts are links */
+    snprintf(link, sizeof(link), "%s/..data", sub);
+    assert_int_equal(symlink(other, link), 0);
+    snprintf(link, sizeof(link), "%s/dir.yaml", sub);
+    assert_int_equal(mkdir(link, 0700), 0); /* a directory is not a rule file */
+    const char *paths[] = {sub};
+    struct cma_config *cfg = paths_ok(paths, 1);
+    assert_int_equal(cfg->n_rules, 4);
+    assert_str(&cfg->rules[0].series_query, "a");
+    assert_str(&cfg->rules[1].series_query, "b");
+    assert_str(&cfg->rules[2].series_query, "linked");
+    assert_str(&cfg->rules[3].series_query, "upper");
+    char want[700];
+    snprintf(want, sizeof(want), "%s/10-a.yaml", sub);
+    assert_string_equal(cfg->files[0], want);
+    assert_string_equal(cfg->rules[0].pos.file, want);
+    snprintf(want, sizeof(want), "%s/30-link.yaml", sub);
+    assert_string_equal(cfg->rules[2].pos.file, want);
+    cma_config_free(cfg);
+    /* a trailing slash gives the same names; a directory and a file mix in the order given */
+    char with_slash[700], *extra = write_file(dir, "extra.yaml", "rules:\n- seriesQuery: e\n");
+    snprintf(with_slash, sizeof(with_slash), "%s/", sub);
+    const char *mixed[] = {extra, with_slash};
+    cfg = paths_ok(mixed, 2);
+    assert_int_equal(cfg->n_rules, 5);
+    assert_str(&cfg->rules[0].series_query, "e");
+    assert_str(&cfg->rules[1].series_query, "a");
+    snprintf(want, sizeof(want), "%s/10-a.yaml", sub);
+    assert_string_equal(cfg->files[1], want);
+    cma_config_free(cfg);
+    /* the same file twice, here once through the directory's link */
+    const char *twice[] = {sub, target};
+    paths_fail(twice, 2, dir, CMA_ERR_CONFIG_VALUE,
+               "D/elsewhere/x.yaml: the same file as D/conf.d/30-link.yaml: each config file "
+               "may be loaded only once");
+    const char *same[] = {extra, extra};
+    paths_fail(same, 2, dir, CMA_ERR_CONFIG_VALUE,
+               "D/extra.yaml: the same file as D/extra.yaml: each config file may be loaded "
+               "only once");
+    /* an error in a later file names that file */
+    free(write_file(sub, "40-bad.yaml", "rules:\n- seriesQuery: x\n  bogus: 1\n"));
+    paths_fail(paths, 1, dir, CMA_ERR_CONFIG_KEY,
+               "D/conf.d/40-bad.yaml:3:3: unknown key \"bogus\" (allowed: seriesQuery, "
+               "seriesFilters, resources, name, metricsQuery)");
+    /* a directory without rule files */
+    const char *empty[] = {link};
+    paths_fail(empty, 1, dir, CMA_ERR_CONFIG_IO,
+               "D/conf.d/dir.yaml: no *.yaml or *.yml file in this config directory");
+    free(extra);
+    free(target);
+    remove_tree(dir);
+}
+
+static void test_cma_config_load_paths__resource_rules_twice(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    char *a = write_file(dir, "a.yaml", "rules: []\nresourceRules:\n  window: 1m\n");
+    char *b = write_file(dir, "b.yaml", "resourceRules: ~\n"); /* null: absent */
+    char *c = write_file(dir, "c.yaml", "# c\nresourceRules: {window: 5m}\n");
+    const char *ok[] = {a, b};
+    struct cma_config *cfg = paths_ok(ok, 2);
+    assert_int_equal(cfg->resource_rules->window_ms, 60000);
+    cma_config_free(cfg);
+    const char *bad[] = {a, b, c};
+    paths_fail(bad, 3, dir, CMA_ERR_CONFIG_VALUE,
+               "D/c.yaml:2:16: resourceRules is already defined at D/a.yaml:3:3: only one "
+               "config file may define resourceRules");
+    free(a);
+    free(b);
+    free(c);
+    remove_tree(dir);
+}
+
+static void test_cma_config_load_paths__same_metric_from_two_files(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    char *a = write_file(dir, "a.yaml", gpu_rule);
+    /* the same name for Pods (plural, other case) through another label: a conflict */
+    char *b = write_file(dir, "b.yaml",
+                         "rules:\n"
+                         "- seriesQuery: '{__name__=\"DCGM_FI_DEV_GPU_UTIL\",exported_pod!=\"\"}'\n"
+                         "  resources:\n"
+                         "    overrides:\n"
+                         "      exported_pod: {resource: Pods}\n");
+    const char *ab[] = {a, b};
+    paths_fail(ab, 2, dir, CMA_ERR_CONFIG_VALUE,
+               "D/b.yaml:2:3: metric \"DCGM_FI_DEV_GPU_UTIL\" for resource Pods is also served by "
+               "the rule at D/a.yaml:2:3: a metric may come from one config file only (drop one "
+               "rule, or rename one with name.as)");
+    /* the same two rules in one file load as before (the later wins at relist, as upstream) */
+    char both[1200];
+    snprintf(both, sizeof(both), "%s%s", gpu_rule,
+             "- seriesQuery: 'DCGM_FI_DEV_GPU_UTIL{exported_pod!=\"\"}'\n"
+             "  resources:\n    overrides:\n      exported_pod: {resource: pods}\n");
+    char *one = write_file(dir, "one.yaml", both);
+    const char *single[] = {one};
+    struct cma_config *cfg = paths_ok(single, 1);
+    assert_int_equal(cfg->n_rules, 2);
+    cma_config_free(cfg);
+    /* a constant name.as, case-insensitively, against a node rule and a pod rule */
+    char *c = write_file(dir, "c.yaml",
+                         "rules:\n"
+                         "- seriesQuery: '{__name__=~\"DCGM_.*\"}'\n"
+                         "  resources: {overrides: {Hostname: {resource: node}}}\n"
+                         "  name: {as: dcgm_fi_dev_gpu_util}\n"
+                         "- seriesQuery: 'other_metric'\n"
+                         "  resources: {overrides: {pod: {resource: pod}}}\n"
+                         "  name: {matches: ^other_(.*)$, as: DCGM_FI_DEV_GPU_UTIL}\n");
+    const char *ac[] = {a, c};
+    paths_fail(ac, 2, dir, CMA_ERR_CONFIG_VALUE,
+               "D/c.yaml:5:3: metric \"DCGM_FI_DEV_GPU_UTIL\" for resource pod is also served by "
+               "the rule at D/a.yaml:2:3: a metric may come from one config file only (drop one "
+               "rule, or rename one with name.as)");
+    /* names that depend on which series exist are not judged here */
+    char *d = write_file(dir, "d.yaml",
+                         "rules:\n"
+                         "- seriesQuery: '{__name__=~\"DCGM_FI_DEV_.*\"}'\n"
+                         "  resources: {overrides: {pod: {resource: pod}}}\n"
+                         "- seriesQuery: DCGM_FI_DEV_GPU_UTIL\n"
+                         "  resources: {overrides: {pod: {resource: pod}}}\n"
+                         "  name: {matches: ^DCGM_(.*)$}\n"
+                         "- seriesQuery: DCGM_FI_DEV_GPU_UTIL\n"
+                         "  seriesFilters: [{isNot: GPU}]\n"
+                         "  resources: {overrides: {pod: {resource: pod}}}\n"
+                         "- seriesQuery: DCGM_FI_DEV_GPU_UTIL\n"
+                         "  resources: {overrides: {namespace: {resource: namespace}}}\n"
+                         "- seriesQuery: 'DCGM_FI_DEV_FB_USED{pod!=\"\"}'\n"
+                         "  resources: {overrides: {pod: {resource: pod}}}\n"
+                         "  name: {matches: GPU_UTIL}\n");
+    const char *ad[] = {a, d};
+    cfg = paths_ok(ad, 2);
+    assert_int_equal(cfg->n_rules, 6);
+    cma_config_free(cfg);
+    /* a literal name.matches is the served name when it is in the series name */
+    char *e = write_file(dir, "e.yaml",
+                         "rules:\n"
+                         "- seriesQuery: 'DCGM_FI_DEV_GPU_UTIL{pod!=\"\"}'\n"
+                         "  resources: {overrides: {pod: {resource: pod}}}\n"
+                         "  name: {matches: ^DCGM_FI_DEV_GPU_UTIL$, as: $0}\n");
+    const char *ae[] = {a, e};
+    paths_fail(ae, 2, dir, CMA_ERR_CONFIG_VALUE,
+               "D/e.yaml:2:3: metric \"DCGM_FI_DEV_GPU_UTIL\" for resource pod is also served by "
+               "the rule at D/a.yaml:2:3: a metric may come from one config file only (drop one "
+               "rule, or rename one with name.as)");
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+    free(e);
+    free(one);
+    remove_tree(dir);
+}
+
+static void test_cma_config_load_paths__same_external_metric_from_two_files(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    char *a = write_file(dir, "a.yaml",
+                         "externalRules:\n"
+                         "- seriesQuery: 'vllm:num_requests_waiting'\n"
+                         "  name: {as: vllm_num_requests_waiting}\n");
+    char *b = write_file(dir, "b.yaml",
+                         "externalRules:\n"
+                         "- seriesQuery: '{__name__=~\"^vllm:num_requests_waiting$\"}'\n"
+                         "  resources: {overrides: {namespace: {resource: namespace}}}\n"
+                         "  name: {matches: \"\", as: VLLM_num_requests_waiting}\n");
+    char *c = write_file(dir, "c.yaml",
+                         "rules:\n"
+                         "- seriesQuery: 'vllm:num_requests_waiting'\n"
+                         "  resources: {overrides: {namespace: {resource: namespace}}}\n"
+                         "  name: {as: vllm_num_requests_waiting}\n");
+    const char *ab[] = {a, b};
+    paths_fail(ab, 2, dir, CMA_ERR_CONFIG_VALUE,
+               "D/b.yaml:2:3: external metric \"VLLM_num_requests_waiting\" is also served by the "
+               "rule at D/a.yaml:2:3: a metric may come from one config file only (drop one "
+               "rule, or rename one with name.as)");
+    /* a custom and an external metric of the same name do not collide */
+    const char *ac[] = {a, c};
+    struct cma_config *cfg = paths_ok(ac, 2);
+    assert_int_equal(cfg->n_rules, 1);
+    assert_int_equal(cfg->n_external_rules, 1);
+    cma_config_free(cfg);
+    free(a);
+    free(b);
+    free(c);
+    remove_tree(dir);
+}
+
 /* Every tests/config-errors/<case>/ gives exactly its expect.error when loaded as
  * "<case>/config.yaml" from that directory, as the runner does through the binary. */
 int main(void)
@@ -824,6 +1193,12 @@ int main(void)
         cmocka_unit_test(test_cma_config_load_string__nul_in_string),
         cmocka_unit_test(test_cma_config_load_string__yaml_errors_pass_through),
         cmocka_unit_test(test_cma_config_load_file__missing_file),
+        cmocka_unit_test(test_cma_config_load_paths__one_file_is_load_file),
+        cmocka_unit_test(test_cma_config_load_paths__files_merge_in_order),
+        cmocka_unit_test(test_cma_config_load_paths__directory),
+        cmocka_unit_test(test_cma_config_load_paths__resource_rules_twice),
+        cmocka_unit_test(test_cma_config_load_paths__same_metric_from_two_files),
+        cmocka_unit_test(test_cma_config_load_paths__same_external_metric_from_two_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,9 +48,12 @@ static void test_cma_options_parse__defaults(void **state)
 {
     (void)state;
     struct cma_options *o = PARSE_OK("--config=/etc/adapter/config.yaml");
-    assert_string_equal(o->config, "/etc/adapter/config.yaml");
+    assert_int_equal(o->n_configs, 1);
+    assert_string_equal(o->configs[0], "/etc/adapter/config.yaml");
     assert_int_equal(o->metrics_relist_interval_ms, 600000);
     assert_int_equal(o->metrics_max_age_ms, 0);
+    assert_int_equal(o->metrics_cache_ttl_ms, 5000);
+    assert_int_equal(o->metrics_cache_max_bytes, 8388608);
     assert_string_equal(o->prometheus_url, "https://localhost");
     assert_string_equal(o->prometheus_verb, "GET");
     assert_null(o->prometheus_headers);
@@ -105,7 +108,8 @@ static void test_cma_options_parse__flag_forms(void **state)
     assert_string_equal(o->prometheus_url, "http://prometheus.default.svc:9090");
     assert_int_equal(o->metrics_relist_interval_ms, 60000);
     assert_int_equal(o->v, 4);
-    assert_string_equal(o->config, "/etc/adapter/config.yaml");
+    assert_int_equal(o->n_configs, 1);
+    assert_string_equal(o->configs[0], "/etc/adapter/config.yaml");
     assert_true(o->disable_http2);
     assert_true(o->prometheus_auth_incluster);
     assert_false(o->prometheus_insecure_skip_tls_verify);
@@ -121,11 +125,14 @@ static void test_cma_options_parse__flag_forms(void **state)
     o = PARSE_OK("--config=a", "-v10", "--v=8", "--prometheus-url=", "--config=b");
     assert_int_equal(o->v, 8);                  /* last one wins */
     assert_string_equal(o->prometheus_url, ""); /* an explicit empty value */
-    assert_string_equal(o->config, "b");
+    assert_int_equal(o->n_configs, 2);          /* --config is repeatable: both, in order */
+    assert_string_equal(o->configs[0], "a");
+    assert_string_equal(o->configs[1], "b");
     cma_options_free(o);
     /* a value may start with '-' once the flag asks for one (pflag) */
     o = PARSE_OK("--config", "-odd-name.yaml", "--secure-port", "0x1bb");
-    assert_string_equal(o->config, "-odd-name.yaml");
+    assert_int_equal(o->n_configs, 1);
+    assert_string_equal(o->configs[0], "-odd-name.yaml");
     assert_int_equal(o->secure_port, 443);
     cma_options_free(o);
 }
@@ -177,7 +184,8 @@ static void test_cma_options_parse__unknown_flags_and_arguments(void **state)
     PARSE_FAILS("flag needs an argument: -v", "--config=c", "-v");
     /* "--" alone is fine */
     struct cma_options *o = PARSE_OK("--config=c", "--");
-    assert_string_equal(o->config, "c");
+    assert_int_equal(o->n_configs, 1);
+    assert_string_equal(o->configs[0], "c");
     cma_options_free(o);
 }
 
@@ -211,6 +219,8 @@ static void test_cma_options_parse__bad_values(void **state)
                 "--config=c", "--metrics-relist-interval=0s");
     PARSE_FAILS("invalid argument \"-5m\" for \"--metrics-max-age\" flag: must be at least 0s",
                 "--config=c", "--metrics-max-age=-5m");
+    PARSE_FAILS("invalid argument \"-1s\" for \"--metrics-cache-ttl\" flag: must be at least 0s",
+                "--config=c", "--metrics-cache-ttl=-1s");
     PARSE_FAILS("invalid argument \"maybe\" for \"--disable-http2\" flag: expected true or false",
                 "--config=c", "--disable-http2=maybe");
     PARSE_FAILS("invalid argument \"101\" for \"--v\" flag: must be an integer from 0 to 100",
@@ -219,8 +229,9 @@ static void test_cma_options_parse__bad_values(void **state)
                 "are VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13",
                 "--config=c", "--tls-min-version=VersionTLS14");
     struct cma_options *o = PARSE_OK("--config=c", "--metrics-max-age=0", "--secure-port=0",
-                                     "--tls-min-version=VersionTLS13");
+                                     "--tls-min-version=VersionTLS13", "--metrics-cache-ttl=0");
     assert_int_equal(o->metrics_max_age_ms, 0);
+    assert_int_equal(o->metrics_cache_ttl_ms, 0);
     assert_int_equal(o->secure_port, 0);
     assert_string_equal(o->tls_min_version, "VersionTLS13");
     cma_options_free(o);
@@ -329,7 +340,8 @@ static void test_cma_options_parse__klog_flags_are_ignored_with_a_warning(void *
     struct cma_options *o = parse_with_warnings(14, argv, &text, &err);
     if (!o)
         fail_msg("unexpected error: %s", err.msg);
-    assert_string_equal(o->config, "c.yaml"); /* --log-dir consumed /var/log, not --v */
+    assert_int_equal(o->n_configs, 1);
+    assert_string_equal(o->configs[0], "c.yaml"); /* --log-dir consumed /var/log, not --v */
     assert_int_equal(o->v, 10);
     cma_options_free(o);
     assert_string_equal(text,
@@ -405,12 +417,23 @@ static void test_cma_options_parse__every_ignored_upstream_flag_warns_once(void 
     assert_true(n_ignored >= 50);
     /* a bool needs no value; the others take the next argument */
     struct cma_options *o = PARSE_OK("--profiling", "--audit-log-path", "/tmp/a", "--config=c");
-    assert_string_equal(o->config, "c");
+    assert_int_equal(o->n_configs, 1);
+    assert_string_equal(o->configs[0], "c");
     cma_options_free(o);
     /* unknown flags still fail, close relatives of known ones included */
     PARSE_FAILS("unknown flag: --audit-log-paths", "--config=c", "--audit-log-paths=x");
     PARSE_FAILS("unknown flag: --profile", "--config=c", "--profile");
-    PARSE_FAILS("unknown flag: --logging-format", "--config=c", "--logging-format=json");
+    PARSE_FAILS("unknown flag: --logging", "--config=c", "--logging=json");
+    /* --logging-format (component-base's name, not in prometheus-adapter v0.12.0) is ours */
+    o = PARSE_OK("--logging-format=json", "--config=c");
+    assert_string_equal(o->logging_format, "json");
+    cma_options_free(o);
+    o = PARSE_OK("--config=c");
+    assert_string_equal(o->logging_format, "text");
+    cma_options_free(o);
+    PARSE_FAILS("invalid argument \"xml\" for \"--logging-format\" flag: supported values are "
+                "\"json\" and \"text\"",
+                "--config=c", "--logging-format=xml");
 }
 
 static void test_cma_options_parse__tls_cipher_suites_take_go_names(void **state)
@@ -518,7 +541,7 @@ static void test_cma_options_print_help__lists_flags_with_defaults(void **state)
             fail_msg("%s is missing from --help", needle);
         n_flags++;
     }
-    assert_int_equal(n_flags, 63);
+    assert_int_equal(n_flags, 66);
     /* every upstream flag marked implemented is one of them, under the same name */
     for (size_t i = 0; i < cma_compat_flag_count(); i++) {
         const struct cma_compat_flag *f = cma_compat_flag_at(i);

@@ -1,12 +1,9 @@
-/* prom_client_test.c: the HTTP side of the clients stage (prom.c and kube.c over libcurl)
- * against an in-process mini HTTP server: a thread listening on 127.0.0.1:0 that records each
- * request (request line, headers, body) and answers with a canned status and body, in order or
- * by path, optionally in small chunks, after a delay, or by closing without an answer.
- * The server stands in for Prometheus and for kube-apiserver (with recorded fixture bodies). */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <poll.h>
+/* prom_client_test.c: the HTTP side of the clients stage (prom.c and kube.c, through
+ * transport.c) against the shared fake HTTP server (fakehttp.h: a thread on 127.0.0.1 that
+ * records each request and answers with a canned status and body, in order or by path,
+ * optionally in small chunks, after a delay, or by closing without an answer). The server stands
+ * in for Prometheus and for kube-apiserver (with recorded fixture bodies from
+ * ../shared/fixtures/kube-apiserver). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,244 +12,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "../../src/clients/internal.h"
 #include "cma/kube.h"
-#include "cma/log.h"
 #include "cma/prom.h"
+#include "fakehttp.h"
 
-/* ---- mini HTTP server -------------------------------------------------------------------- */
+/* ---- the fake server (fakehttp.h) -------------------------------------------------------- */
 
-#define MAX_ANSWERS 32
-#define MAX_RECORDED 64
-
-struct answer {
-    const char *path; /* route mode: the request path (no query) it answers; NULL = in order */
-    int status;       /* 0 = close the connection without answering */
-    const char *content_type; /* NULL = application/json */
-    const char *body;
-    size_t body_len;     /* 0 = strlen(body) */
-    size_t chunk;        /* > 0: chunked transfer encoding, this many bytes per chunk */
-    int delay_ms;        /* wait before answering */
-    size_t declared_len; /* > 0: Content-Length to announce (the body sent is still body_len) */
-};
-
-struct recorded {
-    char *head; /* request line and headers, CRLFs kept */
-    char *body;
-    size_t body_len;
-};
-
-struct mini_server {
-    int fd;
-    int port;
-    pthread_t thread;
-    atomic_bool stop;
-    struct answer answers[MAX_ANSWERS];
-    size_t n_answers;
-    size_t next_answer;
-    struct recorded reqs[MAX_RECORDED];
-    atomic_size_t n_reqs;
-};
-
-static void sleep_ms(int ms)
+static struct cma_fake_http *serve(const struct cma_fake_answer *answers, size_t n)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static void send_all(int fd, const char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n <= 0)
-            return;
-        p += n;
-        len -= (size_t)n;
-    }
-}
-
-/* Reads one request (head + Content-Length body); false when the peer is gone. */
-static bool read_request(int fd, struct recorded *rec)
-{
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap + 1);
-    char *end = NULL;
-    while (!end) {
-        if (len == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-        }
-        ssize_t n = recv(fd, buf + len, cap - len, 0);
-        if (n <= 0) {
-            free(buf);
-            return false;
-        }
-        len += (size_t)n;
-        buf[len] = '\0';
-        end = strstr(buf, "\r\n\r\n");
-    }
-    size_t head_len = (size_t)(end - buf) + 4;
-    size_t body_len = 0;
-    const char *cl = strcasestr(buf, "\r\nContent-Length:");
-    if (cl && cl < end)
-        body_len = (size_t)strtoul(cl + 17, NULL, 10);
-    while (len < head_len + body_len) {
-        if (len == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-        }
-        ssize_t n = recv(fd, buf + len, cap - len, 0);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    rec->head = strndup(buf, head_len);
-    rec->body = strndup(buf + head_len, body_len);
-    rec->body_len = body_len;
-    free(buf);
-    return true;
-}
-
-static const struct answer *pick_answer(struct mini_server *s, const struct recorded *rec)
-{
-    static const struct answer not_found = {
-        .status = 404, .content_type = "text/plain", .body = "404 page not found\n"};
-    if (s->n_answers > 0 && s->answers[0].path) {
-        const char *target = strchr(rec->head, ' ') + 1;
-        size_t plen = strcspn(target, "? ");
-        for (size_t i = 0; i < s->n_answers; i++)
-            if (strlen(s->answers[i].path) == plen &&
-                strncmp(s->answers[i].path, target, plen) == 0)
-                return &s->answers[i];
-        return &not_found;
-    }
-    if (s->n_answers == 0)
-        return &not_found;
-    size_t i = s->next_answer < s->n_answers ? s->next_answer++ : s->n_answers - 1;
-    return &s->answers[i];
-}
-
-static void answer(struct mini_server *s, int fd, const struct answer *a)
-{
-    for (int waited = 0; waited < a->delay_ms && !atomic_load(&s->stop); waited += 10)
-        sleep_ms(10);
-    if (a->status == 0)
-        return;
-    size_t len = a->body_len ? a->body_len : strlen(a->body);
-    char head[512];
-    int n;
-    if (a->chunk) {
-        n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %d X\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n"
-                     "Connection: close\r\n\r\n",
-                     a->status, a->content_type ? a->content_type : "application/json");
-        send_all(fd, head, (size_t)n);
-        for (size_t off = 0; off < len; off += a->chunk) {
-            size_t c = len - off < a->chunk ? len - off : a->chunk;
-            n = snprintf(head, sizeof(head), "%zx\r\n", c);
-            send_all(fd, head, (size_t)n);
-            send_all(fd, a->body + off, c);
-            send_all(fd, "\r\n", 2);
-        }
-        send_all(fd, "0\r\n\r\n", 5);
-        return;
-    }
-    n = snprintf(head, sizeof(head),
-                 "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                 "Connection: close\r\n\r\n",
-                 a->status, a->content_type ? a->content_type : "application/json",
-                 a->declared_len ? a->declared_len : len);
-    send_all(fd, head, (size_t)n);
-    send_all(fd, a->body, len);
-}
-
-static void *serve(void *arg)
-{
-    struct mini_server *s = arg;
-    while (!atomic_load(&s->stop)) {
-        struct pollfd p = {s->fd, POLLIN, 0};
-        if (poll(&p, 1, 20) <= 0)
-            continue;
-        int c = accept(s->fd, NULL, NULL);
-        if (c < 0)
-            continue;
-        size_t i = atomic_load(&s->n_reqs);
-        struct recorded rec = {0};
-        if (read_request(c, &rec)) {
-            if (i < MAX_RECORDED) {
-                s->reqs[i] = rec;
-                atomic_store(&s->n_reqs, i + 1);
-            }
-            answer(s, c, pick_answer(s, &rec));
-            if (i >= MAX_RECORDED) {
-                free(rec.head);
-                free(rec.body);
-            }
-        }
-        shutdown(c, SHUT_RDWR);
-        close(c);
-    }
-    return NULL;
-}
-
-static struct mini_server *server_start(const struct answer *answers, size_t n)
-{
-    struct mini_server *s = calloc(1, sizeof(*s));
+    struct cma_fake_http *s = cma_fake_http_start(answers, n);
     assert_non_null(s);
-    assert_true(n <= MAX_ANSWERS);
-    memcpy(s->answers, answers, n * sizeof(*answers));
-    s->n_answers = n;
-    s->fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(s->fd >= 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(s->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    assert_int_equal(listen(s->fd, 16), 0);
-    socklen_t alen = sizeof(addr);
-    assert_int_equal(getsockname(s->fd, (struct sockaddr *)&addr, &alen), 0);
-    s->port = ntohs(addr.sin_port);
-    assert_int_equal(pthread_create(&s->thread, NULL, serve, s), 0);
     return s;
 }
 
-static void server_stop(struct mini_server *s)
+static const struct cma_fake_request *req_of(struct cma_fake_http *s, size_t i)
 {
-    atomic_store(&s->stop, true);
-    pthread_join(s->thread, NULL);
-    close(s->fd);
-    for (size_t i = 0; i < atomic_load(&s->n_reqs); i++) {
-        free(s->reqs[i].head);
-        free(s->reqs[i].body);
-    }
-    free(s);
+    const struct cma_fake_request *r = cma_fake_http_request(s, i);
+    assert_non_null(r);
+    return r;
 }
 
-/* The request target of recorded request i ("/api/v1/query?..."). */
-static char *target_of(const struct mini_server *s, size_t i)
+/* "http://127.0.0.1:<a port nothing listens on><suffix>" for connection-refused cases. */
+static void refused_url(char *out, size_t len, const char *userinfo, const char *suffix)
 {
-    const char *sp = strchr(s->reqs[i].head, ' ');
-    const char *end = strchr(sp + 1, ' ');
-    return strndup(sp + 1, (size_t)(end - sp - 1));
-}
-
-static bool has_header(const struct mini_server *s, size_t i, const char *line)
-{
-    char want[1024];
-    snprintf(want, sizeof(want), "\r\n%s\r\n", line);
-    return strcasestr(s->reqs[i].head, want) != NULL;
-}
-
-static char *server_url(const struct mini_server *s, const char *suffix)
-{
-    char *url = malloc(256);
-    snprintf(url, 256, "http://127.0.0.1:%d%s", s->port, suffix);
-    return url;
+    int port = cma_loopback_unused_port();
+    assert_true(port > 0);
+    snprintf(out, len, "http://%s127.0.0.1:%d%s", userinfo, port, suffix);
 }
 
 static const char vector_body[] = "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\","
@@ -274,9 +64,9 @@ static struct cma_prom *prom_for(const struct cma_prom_config *cfg)
 static void test_cma_prom_query__get_keeps_prefix_and_base_query(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 200, .body = vector_body}};
-    struct mini_server *s = server_start(a, 1);
-    char *url = server_url(s, "/prom//sub/?tenant=a%20b&x=1");
+    struct cma_fake_answer a[] = {{.status = 200, .body = vector_body}};
+    struct cma_fake_http *s = serve(a, 1);
+    char *url = cma_fake_http_url(s, "/prom//sub/?tenant=a%20b&x=1");
     struct cma_prom_config cfg = {.url = url};
     struct cma_prom *p = prom_for(&cfg);
     assert_string_equal(cma_prom_url(p), url);
@@ -288,48 +78,46 @@ static void test_cma_prom_query__get_keeps_prefix_and_base_query(void **state)
     assert_int_equal(r->n_samples, 1);
     assert_true(r->samples[0].value == 3);
     cma_prom_result_free(r);
-    assert_int_equal(atomic_load(&s->n_reqs), 1);
-    assert_true(strncmp(s->reqs[0].head, "GET ", 4) == 0);
-    char *target = target_of(s, 0);
+    assert_int_equal(cma_fake_http_count(s), 1);
+    assert_true(strncmp(req_of(s, 0)->head, "GET ", 4) == 0);
+    const char *target = req_of(s, 0)->target;
     assert_string_equal(target, "/prom/sub/api/v1/query?tenant=a%20b&x=1&query=sum%28up%7Bjob%3D"
                                 "%22a+b%22%7D%29&time=1732227811.123");
-    free(target);
-    assert_true(has_header(s, 0, "Accept: application/json"));
+    assert_true(cma_fake_http_has_header(s, 0, "Accept: application/json"));
     cma_prom_free(p);
     free(url);
-    server_stop(s);
+    cma_fake_http_stop(s);
 }
 
 static void test_cma_prom_query__post_form_body(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 200, .body = vector_body}};
-    struct mini_server *s = server_start(a, 1);
-    char *url = server_url(s, "/prometheus?namespace=ml");
+    struct cma_fake_answer a[] = {{.status = 200, .body = vector_body}};
+    struct cma_fake_http *s = serve(a, 1);
+    char *url = cma_fake_http_url(s, "/prometheus?namespace=ml");
     struct cma_prom_config cfg = {.url = url, .use_post = true};
     struct cma_prom *p = prom_for(&cfg);
     struct cma_prom_result *r = NULL;
     assert_int_equal(cma_prom_query(p, "up", 1000, NULL, NULL, &r, NULL), CMA_OK);
     cma_prom_result_free(r);
-    assert_true(strncmp(s->reqs[0].head, "POST ", 5) == 0);
-    char *target = target_of(s, 0);
+    assert_true(strncmp(req_of(s, 0)->head, "POST ", 5) == 0);
+    const char *target = req_of(s, 0)->target;
     assert_string_equal(target, "/prometheus/api/v1/query?namespace=ml");
-    free(target);
-    assert_string_equal(s->reqs[0].body, "query=up&time=1.000");
-    assert_true(has_header(s, 0, "Content-Type: application/x-www-form-urlencoded"));
-    assert_null(strcasestr(s->reqs[0].head, "Expect:"));
+    assert_string_equal(req_of(s, 0)->body, "query=up&time=1.000");
+    assert_true(cma_fake_http_has_header(s, 0, "Content-Type: application/x-www-form-urlencoded"));
+    assert_null(strcasestr(req_of(s, 0)->head, "Expect:"));
     cma_prom_free(p);
     free(url);
-    server_stop(s);
+    cma_fake_http_stop(s);
 }
 
 static void test_cma_prom_query__long_query_goes_as_post(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 200, .body = vector_body},
-                         {.status = 200, .body = vector_body}};
-    struct mini_server *s = server_start(a, 2);
-    char *url = server_url(s, "");
+    struct cma_fake_answer a[] = {{.status = 200, .body = vector_body},
+                                  {.status = 200, .body = vector_body}};
+    struct cma_fake_http *s = serve(a, 2);
+    char *url = cma_fake_http_url(s, "");
     struct cma_prom_config cfg = {.url = url, .max_get_url_bytes = 256};
     struct cma_prom *p = prom_for(&cfg);
     char query[2001];
@@ -340,12 +128,12 @@ static void test_cma_prom_query__long_query_goes_as_post(void **state)
     cma_prom_result_free(r);
     assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, NULL), CMA_OK);
     cma_prom_result_free(r);
-    assert_true(strncmp(s->reqs[0].head, "POST /api/v1/query HTTP", 23) == 0);
-    assert_int_equal(s->reqs[0].body_len, strlen("query=") + 2000 + strlen("&time=0.000"));
-    assert_true(strncmp(s->reqs[1].head, "GET /api/v1/query?query=up&time=0.000 ", 38) == 0);
+    assert_true(strncmp(req_of(s, 0)->head, "POST /api/v1/query HTTP", 23) == 0);
+    assert_int_equal(req_of(s, 0)->body_len, strlen("query=") + 2000 + strlen("&time=0.000"));
+    assert_true(strncmp(req_of(s, 1)->head, "GET /api/v1/query?query=up&time=0.000 ", 38) == 0);
     cma_prom_free(p);
     free(url);
-    server_stop(s);
+    cma_fake_http_stop(s);
 }
 
 static void test_cma_prom_query__headers_and_trimmed_bearer_token(void **state)
@@ -356,9 +144,9 @@ static void test_cma_prom_query__headers_and_trimmed_bearer_token(void **state)
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "  tok123\r\n\n", 11), 11);
     close(fd);
-    struct answer a[] = {{.status = 200, .body = vector_body}};
-    struct mini_server *s = server_start(a, 1);
-    char *url = server_url(s, "");
+    struct cma_fake_answer a[] = {{.status = 200, .body = vector_body}};
+    struct cma_fake_http *s = serve(a, 1);
+    char *url = cma_fake_http_url(s, "");
     const char *headers[] = {"X-Scope-OrgID=tenant-1", "X-Empty", "X-Eq=a=b"};
     struct cma_prom_config cfg = {
         .url = url, .headers = headers, .n_headers = 3, .token_file = token_path};
@@ -366,40 +154,40 @@ static void test_cma_prom_query__headers_and_trimmed_bearer_token(void **state)
     struct cma_prom_result *r = NULL;
     assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, NULL), CMA_OK);
     cma_prom_result_free(r);
-    assert_true(has_header(s, 0, "X-Scope-OrgID: tenant-1"));
-    assert_true(has_header(s, 0, "X-Empty:"));
-    assert_true(has_header(s, 0, "X-Eq: a=b"));
-    assert_true(has_header(s, 0, "Authorization: Bearer tok123"));
+    assert_true(cma_fake_http_has_header(s, 0, "X-Scope-OrgID: tenant-1"));
+    assert_true(cma_fake_http_has_header(s, 0, "X-Empty:"));
+    assert_true(cma_fake_http_has_header(s, 0, "X-Eq: a=b"));
+    assert_true(cma_fake_http_has_header(s, 0, "Authorization: Bearer tok123"));
     cma_prom_free(p);
     free(url);
-    server_stop(s);
+    cma_fake_http_stop(s);
     unlink(token_path);
 }
 
 static void test_cma_prom_query__basic_auth(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 200, .body = vector_body}};
-    struct mini_server *s = server_start(a, 1);
-    char *url = server_url(s, "");
+    struct cma_fake_answer a[] = {{.status = 200, .body = vector_body}};
+    struct cma_fake_http *s = serve(a, 1);
+    char *url = cma_fake_http_url(s, "");
     struct cma_prom_config cfg = {.url = url, .basic_username = "user", .basic_password = "pass"};
     struct cma_prom *p = prom_for(&cfg);
     struct cma_prom_result *r = NULL;
     assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, NULL), CMA_OK);
     cma_prom_result_free(r);
-    assert_true(has_header(s, 0, "Authorization: Basic dXNlcjpwYXNz"));
+    assert_true(cma_fake_http_has_header(s, 0, "Authorization: Basic dXNlcjpwYXNz"));
     cma_prom_free(p);
     free(url);
-    server_stop(s);
+    cma_fake_http_stop(s);
 }
 
 /* ---- prometheus: errors ------------------------------------------------------------------ */
 
-static enum cma_errc query_with(const struct answer *a, size_t n, struct cma_prom_config *cfg,
-                                struct cma_err *err)
+static enum cma_errc query_with(const struct cma_fake_answer *a, size_t n,
+                                struct cma_prom_config *cfg, struct cma_err *err)
 {
-    struct mini_server *s = server_start(a, n);
-    char *url = server_url(s, "");
+    struct cma_fake_http *s = serve(a, n);
+    char *url = cma_fake_http_url(s, "");
     cfg->url = url;
     struct cma_prom *p = prom_for(cfg);
     struct cma_prom_result *r = NULL;
@@ -412,22 +200,15 @@ static enum cma_errc query_with(const struct answer *a, size_t n, struct cma_pro
         assert_null(r);
     cma_prom_free(p);
     free(url);
-    server_stop(s);
+    cma_fake_http_stop(s);
     return rc;
 }
 
 static void test_cma_prom_query__connection_refused(void **state)
 {
     (void)state;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    socklen_t alen = sizeof(addr);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &alen), 0);
-    close(fd); /* nothing listens there now */
     char url[128];
-    snprintf(url, sizeof(url), "http://user:secret@127.0.0.1:%d/prom", ntohs(addr.sin_port));
+    refused_url(url, sizeof(url), "user:secret@", "/prom");
     struct cma_prom_config cfg = {.url = url};
     struct cma_prom *p = prom_for(&cfg);
     struct cma_prom_result *r = NULL;
@@ -443,7 +224,7 @@ static void test_cma_prom_query__connection_refused(void **state)
 static void test_cma_prom_query__timeout(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 200, .body = vector_body, .delay_ms = 2000}};
+    struct cma_fake_answer a[] = {{.status = 200, .body = vector_body, .delay_ms = 2000}};
     struct cma_prom_config cfg = {.timeout_ms = 300};
     struct cma_err err;
     assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_BACKEND_TIMEOUT);
@@ -453,10 +234,10 @@ static void test_cma_prom_query__timeout(void **state)
 static void test_cma_prom_query__422_bad_data(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 422,
-                          .body =
-                              "{\"status\":\"error\",\"errorType\":\"bad_data\","
-                              "\"error\":\"invalid parameter \\\"query\\\": 1:3: parse error\"}"}};
+    struct cma_fake_answer a[] = {
+        {.status = 422,
+         .body = "{\"status\":\"error\",\"errorType\":\"bad_data\","
+                 "\"error\":\"invalid parameter \\\"query\\\": 1:3: parse error\"}"}};
     struct cma_prom_config cfg = {0};
     struct cma_err err;
     assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_BACKEND_ERROR);
@@ -466,9 +247,9 @@ static void test_cma_prom_query__422_bad_data(void **state)
 static void test_cma_prom_query__503_timeout_error_type(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 503,
-                          .body = "{\"status\":\"error\",\"errorType\":\"timeout\","
-                                  "\"error\":\"query timed out\"}"}};
+    struct cma_fake_answer a[] = {{.status = 503,
+                                   .body = "{\"status\":\"error\",\"errorType\":\"timeout\","
+                                           "\"error\":\"query timed out\"}"}};
     struct cma_prom_config cfg = {0};
     struct cma_err err;
     assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_BACKEND_TIMEOUT);
@@ -478,7 +259,8 @@ static void test_cma_prom_query__503_timeout_error_type(void **state)
 static void test_cma_prom_query__401_names_status(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 401, .content_type = "text/plain", .body = "Unauthorized\n"}};
+    struct cma_fake_answer a[] = {
+        {.status = 401, .content_type = "text/plain", .body = "Unauthorized\n"}};
     struct cma_prom_config cfg = {0};
     struct cma_err err;
     assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_BACKEND_ERROR);
@@ -490,15 +272,16 @@ static void test_cma_prom_query__401_names_status(void **state)
 static void test_cma_prom_query__proxy_statuses(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 503, .content_type = "text/html", .body = "<h1>down</h1>"}};
+    struct cma_fake_answer a[] = {
+        {.status = 503, .content_type = "text/html", .body = "<h1>down</h1>"}};
     struct cma_prom_config cfg = {0};
     struct cma_err err;
     assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_BACKEND_UNAVAILABLE);
     assert_string_equal(err.msg, "prometheus answered HTTP 503 for /api/v1/query: <h1>down</h1>");
-    struct answer b[] = {{.status = 502, .content_type = "text/plain", .body = ""}};
+    struct cma_fake_answer b[] = {{.status = 502, .content_type = "text/plain", .body = ""}};
     assert_int_equal(query_with(b, 1, &cfg, &err), CMA_ERR_BACKEND_UNAVAILABLE);
     assert_string_equal(err.msg, "prometheus answered HTTP 502 for /api/v1/query");
-    struct answer c[] = {{.status = 500, .content_type = "text/plain", .body = "oops"}};
+    struct cma_fake_answer c[] = {{.status = 500, .content_type = "text/plain", .body = "oops"}};
     assert_int_equal(query_with(c, 1, &cfg, &err), CMA_ERR_BACKEND_ERROR);
     assert_string_equal(err.msg, "prometheus answered HTTP 500 for /api/v1/query: oops");
 }
@@ -511,7 +294,7 @@ static void test_cma_prom_query__oversize_body(void **state)
     big[4999] = '\0';
     memcpy(big, vector_body, strlen(vector_body));
     /* no Content-Length (chunked): refused while it streams, once past the ceiling */
-    struct answer a[] = {{.status = 200, .body = big, .chunk = 512}};
+    struct cma_fake_answer a[] = {{.status = 200, .body = big, .chunk = 512}};
     struct cma_prom_config cfg = {.max_response_bytes = 1024};
     struct cma_err err;
     assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_TOO_LARGE);
@@ -534,7 +317,7 @@ static void test_cma_prom_query__content_length_refused_early(void **state)
     memset(body, ' ', 300);
     body[300] = '\0';
     memcpy(body, "{\"status\":\"success\",", 21);
-    struct answer a[] = {{.status = 200, .body = body, .declared_len = 100000000}};
+    struct cma_fake_answer a[] = {{.status = 200, .body = body, .declared_len = 100000000}};
     struct cma_prom_config cfg = {.max_response_bytes = 1 << 20};
     struct cma_err err;
     assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_TOO_LARGE);
@@ -561,9 +344,9 @@ static bool keep_pod_b(void *ctx, const struct cma_label_view *labels, size_t n)
 static void test_cma_prom_query__keep_and_budget(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 200, .body = two_pods_body}};
-    struct mini_server *s = server_start(a, 1);
-    char *url = server_url(s, "");
+    struct cma_fake_answer a[] = {{.status = 200, .body = two_pods_body}};
+    struct cma_fake_http *s = serve(a, 1);
+    char *url = cma_fake_http_url(s, "");
     struct cma_prom_config cfg = {.url = url, .max_bytes_in_flight = 64 << 10};
     struct cma_prom *p = prom_for(&cfg);
     struct cma_prom_budget *b = (struct cma_prom_budget *)cma_prom_budget(p);
@@ -600,13 +383,13 @@ static void test_cma_prom_query__keep_and_budget(void **state)
     assert_int_equal(atomic_load(&cma_prom_budget(p)->used), 0);
     cma_prom_free(p);
     free(url);
-    server_stop(s);
+    cma_fake_http_stop(s);
 }
 
 static void test_cma_prom_query__closed_without_answer(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 0}};
+    struct cma_fake_answer a[] = {{.status = 0}};
     struct cma_prom_config cfg = {0};
     struct cma_err err;
     assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_BACKEND_UNAVAILABLE);
@@ -615,50 +398,134 @@ static void test_cma_prom_query__closed_without_answer(void **state)
 static void test_cma_prom_query__undecodable_200(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 200, .content_type = "text/html", .body = "<html>"}};
+    struct cma_fake_answer a[] = {{.status = 200, .content_type = "text/html", .body = "<html>"}};
     struct cma_prom_config cfg = {0};
     struct cma_err err;
     assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_BACKEND_RESPONSE);
     assert_non_null(strstr(err.msg, "unexpected JSON from prometheus"));
 }
 
-static void test_cma_prom_query__v6_log_has_no_credentials(void **state)
+/* What a client reported to its notifier (copies: the strings are borrowed for the call). */
+struct reports {
+    int requests, answers;
+    char method[8], url[256], what[64], error[256], head[256];
+    long status;
+    uint64_t bytes;
+    size_t long_get, max_get, kept, seen;
+    bool decoded;
+};
+
+static void on_request(void *ctx, const struct cma_http_report *r)
+{
+    struct reports *rec = ctx;
+    rec->requests++;
+    snprintf(rec->method, sizeof(rec->method), "%s", r->method);
+    snprintf(rec->url, sizeof(rec->url), "%s", r->url);
+    snprintf(rec->what, sizeof(rec->what), "%s", r->what);
+    snprintf(rec->error, sizeof(rec->error), "%s", r->error ? r->error : "");
+    assert_string_equal(r->client, "prometheus");
+    assert_true(r->duration_ms >= 0);
+    rec->status = r->status;
+    rec->bytes = r->bytes;
+    rec->long_get = r->long_get_bytes;
+    rec->max_get = r->max_get_bytes;
+}
+
+static void on_answer(void *ctx, const struct cma_answer_report *a)
+{
+    struct reports *rec = ctx;
+    rec->answers++;
+    snprintf(rec->head, sizeof(rec->head), "%.*s", (int)a->head_len, a->head);
+    rec->decoded = a->decoded;
+    rec->kept = a->kept;
+    rec->seen = a->seen;
+}
+
+/* The client logs nothing itself: each request and each answer go to the notifier, the URL
+ * without the credentials the base URL carries (main logs them at --v=6 and --v=8). */
+static void test_cma_prom_query__reports_without_credentials(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 200, .body = vector_body}};
-    struct mini_server *s = server_start(a, 1);
+    struct cma_fake_answer a[] = {{.status = 200, .body = two_pods_body}};
+    struct cma_fake_http *s = serve(a, 1);
     char url[128];
-    snprintf(url, sizeof(url), "http://user:secret@127.0.0.1:%d/p", s->port);
-    struct cma_prom_config cfg = {.url = url};
+    snprintf(url, sizeof(url), "http://user:secret@127.0.0.1:%d/p", cma_fake_http_port(s));
+    struct reports rec = {0};
+    struct cma_prom_config cfg = {
+        .url = url,
+        .max_get_url_bytes = 200,
+        .notifier = {.on_request = on_request, .on_answer = on_answer, .ctx = &rec}};
     struct cma_prom *p = prom_for(&cfg);
-    char log_path[] = "/tmp/cma-prom-log-XXXXXX";
-    int log_fd = mkstemp(log_path);
-    assert_true(log_fd >= 0);
-    int saved = dup(STDERR_FILENO);
-    dup2(log_fd, STDERR_FILENO);
-    cma_log_set_verbosity(6);
     struct cma_prom_result *r = NULL;
-    enum cma_errc rc = cma_prom_query(p, "up", 0, NULL, NULL, &r, NULL);
-    cma_log_set_verbosity(0);
-    dup2(saved, STDERR_FILENO);
-    close(saved);
-    assert_int_equal(rc, CMA_OK);
+    assert_int_equal(cma_prom_query(p, "up", 0, keep_pod_b, NULL, &r, NULL), CMA_OK);
     cma_prom_result_free(r);
-    char logged[2048] = {0};
-    assert_true(pread(log_fd, logged, sizeof(logged) - 1, 0) > 0);
-    close(log_fd);
-    unlink(log_path);
+    assert_int_equal(rec.requests, 1);
+    assert_string_equal(rec.method, "GET");
     char want[256];
-    snprintf(want, sizeof(want),
-             "prometheus GET http://127.0.0.1:%d/p/api/v1/query?query=up&time=0.000 -> 200 (",
-             s->port);
-    if (!strstr(logged, want))
-        fail_msg("log line missing: %s", logged);
-    assert_null(strstr(logged, "secret"));
+    snprintf(want, sizeof(want), "http://127.0.0.1:%d/p/api/v1/query?query=up&time=0.000",
+             cma_fake_http_port(s));
+    assert_string_equal(rec.url, want);
+    assert_string_equal(rec.what, "/api/v1/query");
+    assert_int_equal(rec.status, 200);
+    assert_string_equal(rec.error, "");
+    assert_int_equal(rec.bytes, strlen(two_pods_body));
+    assert_int_equal(rec.long_get, 0);
+    assert_int_equal(rec.answers, 1);
+    assert_string_equal(rec.head, two_pods_body);
+    assert_true(rec.decoded);
+    assert_int_equal(rec.kept, 1);
+    assert_int_equal(rec.seen, 2);
     /* the credentials in the URL still reach the server, as basic auth */
-    assert_true(has_header(s, 0, "Authorization: Basic dXNlcjpzZWNyZXQ="));
+    assert_true(cma_fake_http_has_header(s, 0, "Authorization: Basic dXNlcjpzZWNyZXQ="));
+    /* a query whose GET URL would be too long goes as POST, and the report says why */
+    char query[301];
+    memset(query, 'a', 300);
+    query[300] = '\0';
+    assert_int_equal(cma_prom_query(p, query, 0, NULL, NULL, &r, NULL), CMA_OK);
+    cma_prom_result_free(r);
+    assert_string_equal(rec.method, "POST");
+    assert_true(rec.long_get > 200);
+    assert_int_equal(rec.max_get, 200);
+    snprintf(want, sizeof(want), "http://127.0.0.1:%d/p/api/v1/query", cma_fake_http_port(s));
+    assert_string_equal(rec.url, want);
+    assert_null(strstr(rec.url, "secret"));
     cma_prom_free(p);
-    server_stop(s);
+    cma_fake_http_stop(s);
+}
+
+/* A failed transfer is reported with curl's words and no status; an error answer is reported
+ * as an answer that was not decoded. */
+static void test_cma_prom_query__reports_failures(void **state)
+{
+    (void)state;
+    char url[128];
+    refused_url(url, sizeof(url), "", "");
+    struct reports rec = {0};
+    struct cma_prom_config cfg = {
+        .url = url, .notifier = {.on_request = on_request, .on_answer = on_answer, .ctx = &rec}};
+    struct cma_prom *p = prom_for(&cfg);
+    struct cma_prom_result *r = NULL;
+    assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, NULL), CMA_ERR_BACKEND_UNAVAILABLE);
+    assert_int_equal(rec.requests, 1);
+    assert_int_equal(rec.status, 0);
+    assert_true(rec.error[0] != '\0');
+    assert_int_equal(rec.answers, 0); /* no answer came */
+    cma_prom_free(p);
+    struct cma_fake_answer a[] = {{.status = 500, .content_type = "text/plain", .body = "oops"}};
+    struct cma_fake_http *s = serve(a, 1);
+    char *base = cma_fake_http_url(s, "");
+    cfg.url = base;
+    p = prom_for(&cfg);
+    assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, NULL), CMA_ERR_BACKEND_ERROR);
+    assert_int_equal(rec.requests, 2);
+    assert_int_equal(rec.status, 500);
+    assert_string_equal(rec.error, "");
+    assert_int_equal(rec.answers, 1);
+    assert_string_equal(rec.head, "oops");
+    assert_false(rec.decoded);
+    cma_prom_free(p);
+    free(base);
+    cma_fake_http_stop(s);
 }
 
 struct thread_job {
@@ -681,9 +548,9 @@ static void *query_thread(void *arg)
 static void test_cma_prom_query__threads_share_one_client(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 200, .body = vector_body}};
-    struct mini_server *s = server_start(a, 1);
-    char *url = server_url(s, "");
+    struct cma_fake_answer a[] = {{.status = 200, .body = vector_body}};
+    struct cma_fake_http *s = serve(a, 1);
+    char *url = cma_fake_http_url(s, "");
     struct cma_prom_config cfg = {.url = url};
     struct cma_prom *p = prom_for(&cfg);
     pthread_t threads[4];
@@ -696,10 +563,10 @@ static void test_cma_prom_query__threads_share_one_client(void **state)
         pthread_join(threads[i], NULL);
         assert_int_equal(jobs[i].ok, 5);
     }
-    assert_int_equal(atomic_load(&s->n_reqs), 20);
+    assert_int_equal(cma_fake_http_count(s), 20);
     cma_prom_free(p);
     free(url);
-    server_stop(s);
+    cma_fake_http_stop(s);
 }
 
 static void test_cma_prom_new__bad_settings(void **state)
@@ -767,9 +634,9 @@ static const char series_body[] =
 static void test_cma_prom_series__streams_small_chunks(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 200, .body = series_body, .chunk = 7}};
-    struct mini_server *s = server_start(a, 1);
-    char *url = server_url(s, "/prom?tenant=x");
+    struct cma_fake_answer a[] = {{.status = 200, .body = series_body, .chunk = 7}};
+    struct cma_fake_http *s = serve(a, 1);
+    char *url = cma_fake_http_url(s, "/prom?tenant=x");
     const char *headers[] = {"X-Scope-OrgID=t1"};
     struct cma_prom_config cfg = {.url = url, .headers = headers, .n_headers = 1};
     struct cma_prom *p = prom_for(&cfg);
@@ -783,20 +650,20 @@ static void test_cma_prom_series__streams_small_chunks(void **state)
     assert_string_equal(seen.names[0], "DCGM_FI_DEV_GPU_UTIL/1/bert-0");
     assert_string_equal(seen.names[1], "DCGM_FI_DEV_FB_USED/2/bert-1");
     assert_string_equal(seen.names[2], "up/0/");
-    char *target = target_of(s, 0);
+    const char *target = req_of(s, 0)->target;
     assert_string_equal(target, "/prom/api/v1/series?tenant=x&match%5B%5D=%7B__name__%3D~%22DCGM_."
                                 "%2A%22%7D&start=1732227811.000&end=1732227871.123");
-    free(target);
-    assert_true(has_header(s, 0, "X-Scope-OrgID: t1"));
+    assert_true(cma_fake_http_has_header(s, 0, "X-Scope-OrgID: t1"));
     cma_prom_free(p);
     free(url);
-    server_stop(s);
+    cma_fake_http_stop(s);
 }
 
-static enum cma_errc series_with(const struct answer *a, struct cma_err *err, size_t *seen_n)
+static enum cma_errc series_with(const struct cma_fake_answer *a, struct cma_err *err,
+                                 size_t *seen_n)
 {
-    struct mini_server *s = server_start(a, 1);
-    char *url = server_url(s, "");
+    struct cma_fake_http *s = serve(a, 1);
+    char *url = cma_fake_http_url(s, "");
     struct cma_prom_config cfg = {.url = url, .use_post = true};
     struct cma_prom *p = prom_for(&cfg);
     struct series_seen seen = {0};
@@ -805,11 +672,11 @@ static enum cma_errc series_with(const struct answer *a, struct cma_err *err, si
     assert_int_equal(rc, err->code);
     if (seen_n)
         *seen_n = seen.n;
-    if (atomic_load(&s->n_reqs) > 0)
-        assert_string_equal(s->reqs[0].body, "match%5B%5D=up&start=0.000&end=1.000");
+    if (cma_fake_http_count(s) > 0)
+        assert_string_equal(req_of(s, 0)->body, "match%5B%5D=up&start=0.000&end=1.000");
     cma_prom_free(p);
     free(url);
-    server_stop(s);
+    cma_fake_http_stop(s);
     return rc;
 }
 
@@ -817,31 +684,33 @@ static void test_cma_prom_series__error_answers(void **state)
 {
     (void)state;
     struct cma_err err;
-    struct answer bad_data = {.status = 400,
-                              .body = "{\"status\":\"error\",\"errorType\":\"bad_data\","
-                                      "\"error\":\"1:3: parse error\"}",
-                              .chunk = 5};
+    struct cma_fake_answer bad_data = {.status = 400,
+                                       .body = "{\"status\":\"error\",\"errorType\":\"bad_data\","
+                                               "\"error\":\"1:3: parse error\"}",
+                                       .chunk = 5};
     assert_int_equal(series_with(&bad_data, &err, NULL), CMA_ERR_BACKEND_ERROR);
     assert_string_equal(err.msg, "bad_data: 1:3: parse error");
-    struct answer not_found = {
+    struct cma_fake_answer not_found = {
         .status = 404, .content_type = "text/plain", .body = "404 page not found\n"};
     assert_int_equal(series_with(&not_found, &err, NULL), CMA_ERR_BACKEND_ERROR);
     assert_string_equal(err.msg, "prometheus answered HTTP 404 for /api/v1/series: "
                                  "404 page not found");
-    struct answer null_data = {.status = 200, .body = "{\"status\":\"success\",\"data\":null}"};
+    struct cma_fake_answer null_data = {.status = 200,
+                                        .body = "{\"status\":\"success\",\"data\":null}"};
     assert_int_equal(series_with(&null_data, &err, NULL), CMA_ERR_BACKEND_RESPONSE);
     assert_string_equal(err.msg, "no metrics retrieved");
-    struct answer proxy = {
+    struct cma_fake_answer proxy = {
         .status = 503, .content_type = "text/plain", .body = "no healthy upstream"};
     assert_int_equal(series_with(&proxy, &err, NULL), CMA_ERR_BACKEND_UNAVAILABLE);
     assert_string_equal(err.msg, "prometheus answered HTTP 503 for /api/v1/series: "
                                  "no healthy upstream");
-    struct answer truncated = {.status = 200, .body = "{\"status\":\"success\",\"data\":[{\"__"};
+    struct cma_fake_answer truncated = {.status = 200,
+                                        .body = "{\"status\":\"success\",\"data\":[{\"__"};
     assert_int_equal(series_with(&truncated, &err, NULL), CMA_ERR_BACKEND_RESPONSE);
-    struct answer after = {.status = 200,
-                           .chunk = 3,
-                           .body = "{\"data\":[{\"__name__\":\"a\"}],\"status\":\"error\","
-                                   "\"error\":\"late\"}"};
+    struct cma_fake_answer after = {.status = 200,
+                                    .chunk = 3,
+                                    .body = "{\"data\":[{\"__name__\":\"a\"}],\"status\":\"error\","
+                                            "\"error\":\"late\"}"};
     assert_int_equal(series_with(&after, &err, NULL), CMA_ERR_BACKEND_ERROR);
     assert_string_equal(err.msg, "late");
 }
@@ -859,9 +728,9 @@ static int stop_fn(void *ctx, const char *metric, size_t metric_len,
 static void test_cma_prom_series__caller_stops(void **state)
 {
     (void)state;
-    struct answer a[] = {{.status = 200, .body = series_body, .chunk = 11}};
-    struct mini_server *s = server_start(a, 1);
-    char *url = server_url(s, "");
+    struct cma_fake_answer a[] = {{.status = 200, .body = series_body, .chunk = 11}};
+    struct cma_fake_http *s = serve(a, 1);
+    char *url = cma_fake_http_url(s, "");
     struct cma_prom_config cfg = {.url = url};
     struct cma_prom *p = prom_for(&cfg);
     size_t calls = 0;
@@ -872,33 +741,24 @@ static void test_cma_prom_series__caller_stops(void **state)
     assert_int_equal(calls, 2);
     cma_prom_free(p);
     free(url);
-    server_stop(s);
+    cma_fake_http_stop(s);
 }
 
 /* ---- kube-apiserver ---------------------------------------------------------------------- */
 
 static char *read_fixture(const char *name, size_t *ret_len)
 {
-    const char *src = getenv("CMA_SOURCE_DIR");
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/../shared/fixtures/kube-apiserver/%s", src ? src : ".", name);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open fixture %s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-    buf[len] = '\0';
-    fclose(f);
-    *ret_len = (size_t)len;
-    return buf;
+    char rel[512];
+    snprintf(rel, sizeof(rel), "kube-apiserver/%s", name);
+    char *body = cma_shared_fixture_read(rel, ret_len);
+    if (!body)
+        fail_msg("cannot read fixture ../shared/fixtures/%s under %s", rel, cma_source_dir());
+    return body;
 }
 
-static struct cma_kube *kube_for(const struct mini_server *s, const char *token_file)
+static struct cma_kube *kube_for(const struct cma_fake_http *s, const char *token_file)
 {
-    char *url = server_url(s, "/");
+    char *url = cma_fake_http_url(s, "/");
     struct cma_kube_conn conn = {.server = url, .token_file = (char *)token_file};
     struct cma_kube *k = NULL;
     struct cma_err err;
@@ -922,9 +782,9 @@ static void test_cma_kube_list_names__pages_and_rotating_token(void **state)
     size_t l1, l2;
     char *page1 = read_fixture("pods-all-bert-limit2-page1.json", &l1);
     char *page2 = read_fixture("pods-all-bert-limit2-page2.json", &l2);
-    struct answer a[] = {{.status = 200, .body = page1, .chunk = 1000},
-                         {.status = 200, .body = page2}};
-    struct mini_server *s = server_start(a, 2);
+    struct cma_fake_answer a[] = {{.status = 200, .body = page1, .chunk = 1000},
+                                  {.status = 200, .body = page2}};
+    struct cma_fake_http *s = serve(a, 2);
     char token_path[] = "/tmp/cma-kube-token-XXXXXX";
     int fd = mkstemp(token_path);
     assert_int_equal(write(fd, "first\n", 6), 6);
@@ -940,24 +800,23 @@ static void test_cma_kube_list_names__pages_and_rotating_token(void **state)
     assert_string_equal(names[0], "bert-0");
     assert_string_equal(names[2], "bert-2");
     free_names(names, n);
-    assert_int_equal(atomic_load(&s->n_reqs), 2);
-    char *t0 = target_of(s, 0), *t1 = target_of(s, 1);
+    assert_int_equal(cma_fake_http_count(s), 2);
+    const char *t0 = req_of(s, 0)->target;
+    const char *t1 = req_of(s, 1)->target;
     assert_string_equal(t0, "/api/v1/namespaces/ml/pods?labelSelector=app%3Dbert&limit=500");
     assert_string_equal(t1, "/api/v1/namespaces/ml/pods?labelSelector=app%3Dbert&limit=500"
                             "&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MjY0LCJzdGFydCI6Im1s"
                             "L2JlcnQtMVx1MDAwMCJ9");
-    free(t0);
-    free(t1);
-    assert_true(has_header(s, 0, "Authorization: Bearer first"));
-    assert_true(has_header(s, 0,
-                           "Accept: application/json;as=PartialObjectMetadataList;"
-                           "g=meta.k8s.io;v=v1,application/json"));
+    assert_true(cma_fake_http_has_header(s, 0, "Authorization: Bearer first"));
+    assert_true(cma_fake_http_has_header(s, 0,
+                                         "Accept: application/json;as=PartialObjectMetadataList;"
+                                         "g=meta.k8s.io;v=v1,application/json"));
     cma_kube_free(k);
-    server_stop(s);
+    cma_fake_http_stop(s);
 
     /* the token file is read again on every request */
-    struct answer b[] = {{.status = 200, .body = page2}};
-    s = server_start(b, 1);
+    struct cma_fake_answer b[] = {{.status = 200, .body = page2}};
+    s = serve(b, 1);
     k = kube_for(s, token_path);
     FILE *f = fopen(token_path, "w");
     fputs("second", f);
@@ -965,12 +824,11 @@ static void test_cma_kube_list_names__pages_and_rotating_token(void **state)
     assert_int_equal(
         cma_kube_list_names(k, "apps", "v1", "deployments", NULL, NULL, &names, &n, NULL), CMA_OK);
     free_names(names, n);
-    assert_true(has_header(s, 0, "Authorization: Bearer second"));
-    t0 = target_of(s, 0);
+    assert_true(cma_fake_http_has_header(s, 0, "Authorization: Bearer second"));
+    t0 = req_of(s, 0)->target;
     assert_string_equal(t0, "/apis/apps/v1/deployments?limit=500");
-    free(t0);
     cma_kube_free(k);
-    server_stop(s);
+    cma_fake_http_stop(s);
     unlink(token_path);
     free(page1);
     free(page2);
@@ -985,11 +843,11 @@ static void test_cma_kube_list_names__expired_continue_restarts_once(void **stat
     char *expired = read_fixture("error-410-list-continue-expired.http", &l3);
     char *gone = strstr(expired, "{\"kind\":\"Status\"");
     assert_non_null(gone);
-    struct answer a[] = {{.status = 200, .body = page1},
-                         {.status = 410, .body = gone},
-                         {.status = 200, .body = page1},
-                         {.status = 200, .body = page2}};
-    struct mini_server *s = server_start(a, 4);
+    struct cma_fake_answer a[] = {{.status = 200, .body = page1},
+                                  {.status = 410, .body = gone},
+                                  {.status = 200, .body = page1},
+                                  {.status = 200, .body = page2}};
+    struct cma_fake_http *s = serve(a, 4);
     struct cma_kube *k = kube_for(s, NULL);
     char **names = NULL;
     size_t n = 0;
@@ -1002,16 +860,15 @@ static void test_cma_kube_list_names__expired_continue_restarts_once(void **stat
     assert_string_equal(names[1], "bert-1");
     assert_string_equal(names[2], "bert-2");
     free_names(names, n);
-    assert_int_equal(atomic_load(&s->n_reqs), 4);
-    char *t2 = target_of(s, 2);
+    assert_int_equal(cma_fake_http_count(s), 4);
+    const char *t2 = req_of(s, 2)->target;
     assert_null(strstr(t2, "continue="));
-    free(t2);
     cma_kube_free(k);
-    server_stop(s);
+    cma_fake_http_stop(s);
 
     /* a second expiry is an error */
-    struct answer b[] = {{.status = 200, .body = page1}, {.status = 410, .body = gone}};
-    s = server_start(b, 2);
+    struct cma_fake_answer b[] = {{.status = 200, .body = page1}, {.status = 410, .body = gone}};
+    s = serve(b, 2);
     k = kube_for(s, NULL);
     cma_err_clear(&err);
     assert_int_equal(cma_kube_list_names(k, NULL, "v1", "pods", NULL, NULL, &names, &n, &err),
@@ -1019,7 +876,7 @@ static void test_cma_kube_list_names__expired_continue_restarts_once(void **stat
     assert_non_null(strstr(err.msg, "HTTP 410"));
     assert_non_null(strstr(err.msg, "too old"));
     cma_kube_free(k);
-    server_stop(s);
+    cma_fake_http_stop(s);
     free(page1);
     free(page2);
     free(expired);
@@ -1052,8 +909,8 @@ static void test_cma_kube_list_names__status_mapping(void **state)
         {200, "{\"items\":{}}", CMA_ERR_KUBE_ERROR, "items is not a list"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct answer a = {.status = cases[i].status, .body = cases[i].body};
-        struct mini_server *s = server_start(&a, 1);
+        struct cma_fake_answer a = {.status = cases[i].status, .body = cases[i].body};
+        struct cma_fake_http *s = serve(&a, 1);
         struct cma_kube *k = kube_for(s, NULL);
         char **names = NULL;
         size_t n = 0;
@@ -1063,22 +920,15 @@ static void test_cma_kube_list_names__status_mapping(void **state)
         if (rc != cases[i].want || !strstr(err.msg, cases[i].msg))
             fail_msg("case %zu: got %s \"%s\"", i, cma_errc_name(rc), err.msg);
         cma_kube_free(k);
-        server_stop(s);
+        cma_fake_http_stop(s);
     }
 }
 
 static void test_cma_kube_list_names__unreachable(void **state)
 {
     (void)state;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    socklen_t alen = sizeof(addr);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &alen), 0);
-    close(fd);
     char url[64];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(addr.sin_port));
+    refused_url(url, sizeof(url), "", "");
     struct cma_kube_conn conn = {.server = url};
     struct cma_kube *k = NULL;
     assert_int_equal(cma_kube_new_from_conn(&conn, 0, &k, NULL), CMA_OK);
@@ -1110,18 +960,18 @@ static void test_cma_kube_discover__fixtures_and_failing_groups(void **state)
         {"/apis/apiregistration.k8s.io/v1", "discovery-apis-apiregistration.k8s.io-v1.json"},
     };
     size_t nf = sizeof(files) / sizeof(files[0]);
-    struct answer a[16];
+    struct cma_fake_answer a[16];
     char *bodies[16];
     for (size_t i = 0; i < nf; i++) {
         size_t len;
         bodies[i] = read_fixture(files[i][1], &len);
-        a[i] = (struct answer){.path = files[i][0], .status = 200, .body = bodies[i]};
+        a[i] = (struct cma_fake_answer){.path = files[i][0], .status = 200, .body = bodies[i]};
     }
-    a[nf] = (struct answer){.path = "/apis/custom.metrics.k8s.io/v1beta1",
-                            .status = 503,
-                            .content_type = "text/plain",
-                            .body = "service unavailable\n"};
-    struct mini_server *s = server_start(a, nf + 1);
+    a[nf] = (struct cma_fake_answer){.path = "/apis/custom.metrics.k8s.io/v1beta1",
+                                     .status = 503,
+                                     .content_type = "text/plain",
+                                     .body = "service unavailable\n"};
+    struct cma_fake_http *s = serve(a, nf + 1);
     struct cma_kube *k = kube_for(s, NULL);
     struct cma_api_resources *r = NULL;
     struct cma_err err;
@@ -1143,20 +993,20 @@ static void test_cma_kube_discover__fixtures_and_failing_groups(void **state)
     assert_true(pods && deployments && jobs && ingresses);
     /* 20 groups: 5 served, custom.metrics answers 503, 14 answer 404 */
     assert_int_equal(cma_kube_skipped_groups(k), 15);
-    assert_int_equal(atomic_load(&s->n_reqs), 3 + 20);
+    assert_int_equal(cma_fake_http_count(s), 3 + 20);
     cma_api_resources_free(r);
     cma_kube_free(k);
-    server_stop(s);
+    cma_fake_http_stop(s);
 
     /* /apis failing is fatal */
-    struct answer b[] = {a[0], a[1]};
-    s = server_start(b, 2);
+    struct cma_fake_answer b[] = {a[0], a[1]};
+    s = serve(b, 2);
     k = kube_for(s, NULL);
     cma_err_clear(&err);
     assert_int_equal(cma_kube_discover(k, &r, &err), CMA_ERR_NOT_FOUND);
     assert_non_null(strstr(err.msg, "GET /apis"));
     cma_kube_free(k);
-    server_stop(s);
+    cma_fake_http_stop(s);
     for (size_t i = 0; i < nf; i++)
         free(bodies[i]);
 }
@@ -1180,7 +1030,8 @@ int main(void)
         cmocka_unit_test(test_cma_prom_query__keep_and_budget),
         cmocka_unit_test(test_cma_prom_query__closed_without_answer),
         cmocka_unit_test(test_cma_prom_query__undecodable_200),
-        cmocka_unit_test(test_cma_prom_query__v6_log_has_no_credentials),
+        cmocka_unit_test(test_cma_prom_query__reports_without_credentials),
+        cmocka_unit_test(test_cma_prom_query__reports_failures),
         cmocka_unit_test(test_cma_prom_query__threads_share_one_client),
         cmocka_unit_test(test_cma_prom_new__bad_settings),
         cmocka_unit_test(test_cma_prom_series__streams_small_chunks),

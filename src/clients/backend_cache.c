@@ -1,0 +1,619 @@
+/* backend_cache.c: coalescing of identical instant queries in flight and the short result cache
+ * (--metrics-cache-ttl, --metrics-cache-max-bytes), as a wrapper around any backend
+ * (backend_cache.h), and the filtered, budget-charged copy of a result that each caller gets.
+ *
+ * DESIGN
+ * - One mutex guards everything mutable: the hash table of entries (chained buckets, doubled
+ *   when it holds more entries than buckets), the list of cached answers in the order they were
+ *   answered, the byte count and the counters. Waiters sleep on one condition variable that is
+ *   broadcast whenever a query finishes (a few dozen requests at most run at once, so a wake-up
+ *   of the waiters of other queries costs nothing worth a condition variable per entry).
+ * - An entry is a query in flight (the leader runs it with keep NULL, without the mutex) or a
+ *   finished one. Once finished it never changes, so callers copy from it without the mutex
+ *   while they hold a reference. References: one for the table, one per caller using it; the
+ *   last one frees it (after the mutex is released: freeing a large answer is not done under it).
+ * - A successful answer is cached when ttl_ms > 0 and it fits in max_bytes: its charge to the
+ *   backend's byte budget is released then (the budget bounds answers being decoded and handed
+ *   out; cached answers are bounded by max_bytes instead) and it joins the newest end of the
+ *   list. All entries live ttl_ms from their answer, so the oldest is the one to expire first and
+ *   the one evicted first when the bound is reached. Expired entries are swept from the list head
+ *   at every query. A newer answer for the same key replaces the cached one.
+ * - An error is never cached: the entry leaves the table when it finishes, so the next request
+ *   asks the backend again, and only the callers that waited on it get its error. */
+#include "cma/backend_cache.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cma/clock.h"
+
+#define BUDGET_FLAG "--prometheus-max-bytes-in-flight"
+#define MIN_BUCKETS 64
+#define MAX_TTL_MS ((int64_t)24 * 3600 * 1000) /* keeps time arithmetic far from overflow */
+
+struct wrapped {
+    struct cma_backend_cache *cache;
+    struct cma_backend inner;
+    struct wrapped *next;
+};
+
+struct entry {
+    struct entry *chain;         /* next in the bucket; next garbage once out of the table */
+    struct entry *older, *newer; /* the cached list */
+    const struct wrapped *w;
+    uint64_t hash;
+    char *promql;
+    int64_t time_ms;     /* evaluation time: the leader's time_ms */
+    int64_t started_ms;  /* clock_ms when the leader started */
+    int64_t answered_ms; /* clock_ms when the backend answered */
+    size_t refs;
+    size_t bytes; /* what it counts against max_bytes */
+    bool done, cached;
+    enum cma_errc rc;
+    struct cma_err *err;            /* on error (NULL: no memory to keep it) */
+    struct cma_prom_result *result; /* unfiltered; NULL on error */
+};
+
+struct cma_backend_cache {
+    pthread_mutex_t mu;
+    pthread_cond_t done_cv;
+    int64_t ttl_ms;
+    size_t max_bytes;
+    cma_backend_cache_clock_fn clock_ms;
+    void *clock_ctx;
+    struct entry **buckets;
+    size_t n_buckets, n_entries;
+    struct entry *oldest, *newest;
+    struct wrapped *wrappers;
+    struct cma_backend_cache_stats stats;
+};
+
+static int64_t mono_clock(void *ctx)
+{
+    (void)ctx;
+    return cma_clock_mono_ms();
+}
+
+/* ---- the filtered copy ------------------------------------------------------------------- */
+
+static size_t labels_bytes(const struct cma_sample *s)
+{
+    size_t n = s->n_labels * sizeof(struct cma_label);
+    for (size_t i = 0; i < s->n_labels; i++)
+        n += strlen(s->labels[i].name) + strlen(s->labels[i].value) + 2;
+    return n;
+}
+
+static size_t result_bytes(const struct cma_prom_result *r)
+{
+    size_t n = sizeof(*r) + r->n_samples * sizeof(*r->samples);
+    for (size_t i = 0; i < r->n_samples; i++)
+        n += labels_bytes(&r->samples[i]);
+    return n;
+}
+
+/* Charges n bytes to b as the streaming decoder does (query_stream.c). */
+static enum cma_errc charge(struct cma_prom_budget *b, size_t n, struct cma_err *reterr)
+{
+    if (!b || n == 0)
+        return CMA_OK;
+    if (b->max && n > b->max)
+        return cma_err_set(reterr, CMA_ERR_TOO_LARGE,
+                           "the series this request needs from the prometheus answer take over "
+                           "%zu bytes (" BUDGET_FLAG
+                           "); narrow the query or the selector, or raise the flag",
+                           b->max);
+    size_t used = atomic_load(&b->used);
+    do {
+        if (b->max && (used > b->max || n > b->max - used))
+            return cma_err_set(reterr, CMA_ERR_TOO_MANY_REQUESTS,
+                               "prometheus answers being decoded hold %zu of %zu bytes "
+                               "(" BUDGET_FLAG "); this one needs %zu more: retry shortly",
+                               used, b->max, n);
+    } while (!atomic_compare_exchange_weak(&b->used, &used, used + n));
+    return CMA_OK;
+}
+
+/* Does the caller keep sample s? views has room for s's labels. */
+static bool keeps(const struct cma_prom_result *src, const struct cma_sample *s,
+                  cma_sample_keep_fn keep, void *keep_ctx, struct cma_label_view *views)
+{
+    if (!keep || src->type == CMA_PROM_SCALAR)
+        return true;
+    for (size_t i = 0; i < s->n_labels; i++)
+        views[i] = (struct cma_label_view){
+            .name = s->labels[i].name,
+            .name_len = strlen(s->labels[i].name),
+            .value = s->labels[i].value,
+            .value_len = strlen(s->labels[i].value),
+        };
+    return keep(keep_ctx, views, s->n_labels);
+}
+
+/* Marks the kept samples in kept[] and returns the bytes their copy needs (*n_kept of them). */
+static enum cma_errc mark_kept(const struct cma_prom_result *src, cma_sample_keep_fn keep,
+                               void *keep_ctx, bool *kept, size_t *ret_n, size_t *ret_bytes)
+{
+    size_t max_labels = 0;
+    for (size_t i = 0; i < src->n_samples; i++)
+        if (src->samples[i].n_labels > max_labels)
+            max_labels = src->samples[i].n_labels;
+    struct cma_label_view *views = calloc(max_labels + 1, sizeof(*views));
+    if (!views)
+        return CMA_ERR_NOMEM;
+    size_t n = 0, bytes = 0;
+    for (size_t i = 0; i < src->n_samples; i++) {
+        kept[i] = keeps(src, &src->samples[i], keep, keep_ctx, views);
+        if (kept[i]) {
+            n++;
+            bytes += sizeof(struct cma_sample) + labels_bytes(&src->samples[i]);
+        }
+    }
+    free(views);
+    *ret_n = n;
+    *ret_bytes = bytes;
+    return CMA_OK;
+}
+
+/* One block: the label array, then the strings (the decoder's layout, one free per sample). */
+static bool copy_sample(struct cma_sample *dst, const struct cma_sample *src)
+{
+    *dst = *src;
+    dst->labels = NULL;
+    if (src->n_labels == 0)
+        return true;
+    struct cma_label *labels = malloc(labels_bytes(src));
+    if (!labels)
+        return false;
+    char *strings = (char *)(labels + src->n_labels);
+    for (size_t i = 0; i < src->n_labels; i++) {
+        size_t nl = strlen(src->labels[i].name) + 1, vl = strlen(src->labels[i].value) + 1;
+        labels[i].name = memcpy(strings, src->labels[i].name, nl);
+        labels[i].value = memcpy(strings + nl, src->labels[i].value, vl);
+        strings += nl + vl;
+    }
+    dst->labels = labels;
+    return true;
+}
+
+static enum cma_errc copy_kept(const struct cma_prom_result *src, const bool *kept, size_t n_kept,
+                               struct cma_prom_result *r)
+{
+    r->samples = n_kept ? calloc(n_kept, sizeof(*r->samples)) : NULL;
+    if (n_kept && !r->samples)
+        return CMA_ERR_NOMEM;
+    for (size_t i = 0; i < src->n_samples; i++) {
+        if (!kept[i])
+            continue;
+        if (!copy_sample(&r->samples[r->n_samples], &src->samples[i]))
+            return CMA_ERR_NOMEM;
+        r->n_samples++;
+    }
+    return CMA_OK;
+}
+
+enum cma_errc cma_prom_result_filter(const struct cma_prom_result *src, cma_sample_keep_fn keep,
+                                     void *keep_ctx, struct cma_prom_result **ret,
+                                     struct cma_err *reterr)
+{
+    if (!src)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "no result to copy");
+    bool *kept = calloc(src->n_samples + 1, sizeof(*kept));
+    struct cma_prom_result *r = calloc(1, sizeof(*r));
+    size_t n_kept = 0, bytes = 0;
+    enum cma_errc rc =
+        kept && r ? mark_kept(src, keep, keep_ctx, kept, &n_kept, &bytes) : CMA_ERR_NOMEM;
+    if (rc == CMA_OK)
+        rc = charge(src->budget, bytes, reterr);
+    if (rc == CMA_OK) {
+        r->type = src->type;
+        r->n_seen = src->n_seen;
+        r->budget = src->budget;
+        r->charged = src->budget ? bytes : 0;
+        rc = copy_kept(src, kept, n_kept, r);
+    }
+    free(kept);
+    if (rc != CMA_OK) {
+        cma_prom_result_free(r);
+        return rc == CMA_ERR_NOMEM ? cma_err_set(reterr, rc, "out of memory") : rc;
+    }
+    *ret = r;
+    return CMA_OK;
+}
+
+/* ---- the table and the cached list (mutex held) ------------------------------------------ */
+
+/* FNV-1a over the PromQL, seeded with the wrapper's address (the key is both). */
+static uint64_t key_hash(const struct wrapped *w, const char *promql)
+{
+    uint64_t h = 14695981039346656037ULL ^ (uint64_t)(uintptr_t)w;
+    for (const unsigned char *p = (const unsigned char *)promql; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return h;
+}
+
+static void grow(struct cma_backend_cache *c)
+{
+    size_t n = c->n_buckets * 2;
+    struct entry **b = calloc(n, sizeof(*b));
+    if (!b)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i < c->n_buckets; i++) {
+        for (struct entry *e = c->buckets[i], *next; e; e = next) {
+            next = e->chain;
+            e->chain = b[e->hash & (n - 1)];
+            b[e->hash & (n - 1)] = e;
+        }
+    }
+    free(c->buckets);
+    c->buckets = b;
+    c->n_buckets = n;
+}
+
+static void table_insert(struct cma_backend_cache *c, struct entry *e)
+{
+    if (c->n_entries >= c->n_buckets)
+        grow(c);
+    struct entry **head = &c->buckets[e->hash & (c->n_buckets - 1)];
+    e->chain = *head;
+    *head = e;
+    e->refs++;
+    c->n_entries++;
+}
+
+/* Takes e out of the table (and the cached list); its table reference goes to *garbage when it
+ * was the last. */
+static void table_remove(struct cma_backend_cache *c, struct entry *e, struct entry **garbage)
+{
+    struct entry **p = &c->buckets[e->hash & (c->n_buckets - 1)];
+    while (*p != e)
+        p = &(*p)->chain;
+    *p = e->chain;
+    e->chain = NULL;
+    c->n_entries--;
+    if (e->cached) {
+        *(e->older ? &e->older->newer : &c->oldest) = e->newer;
+        *(e->newer ? &e->newer->older : &c->newest) = e->older;
+        e->older = e->newer = NULL;
+        e->cached = false;
+        c->stats.bytes -= e->bytes;
+        c->stats.n_cached--;
+    }
+    if (--e->refs == 0) {
+        e->chain = *garbage;
+        *garbage = e;
+    }
+}
+
+static void unref(struct entry *e, struct entry **garbage)
+{
+    if (--e->refs == 0) {
+        e->chain = *garbage;
+        *garbage = e;
+    }
+}
+
+static void free_garbage(struct entry *g)
+{
+    while (g) {
+        struct entry *next = g->chain;
+        cma_prom_result_free(g->result);
+        free(g->err);
+        free(g->promql);
+        free(g);
+        g = next;
+    }
+}
+
+/* Drops cached answers that reached their TTL (the oldest first; the list is in answer order). */
+static void sweep(struct cma_backend_cache *c, int64_t now, struct entry **garbage)
+{
+    while (c->oldest && now - c->oldest->answered_ms >= c->ttl_ms)
+        table_remove(c, c->oldest, garbage);
+}
+
+/* May a request at time_ms, now, use e? (the match window, backend_cache.h) */
+static bool usable(const struct cma_backend_cache *c, const struct entry *e, int64_t time_ms,
+                   int64_t now)
+{
+    int64_t slack;
+    if (!e->done)
+        slack = now - e->started_ms;
+    else if (e->cached && now - e->answered_ms < c->ttl_ms)
+        slack = c->ttl_ms + (e->answered_ms - e->started_ms);
+    else
+        return false;
+    if (slack < 0)
+        slack = 0;
+    int64_t d = time_ms - e->time_ms; /* both are realistic wall times: no overflow */
+    return d >= -CMA_BACKEND_CACHE_SKEW_MS && d <= slack + CMA_BACKEND_CACHE_SKEW_MS;
+}
+
+static struct entry *find(struct cma_backend_cache *c, const struct wrapped *w, uint64_t hash,
+                          const char *promql, int64_t time_ms, int64_t now)
+{
+    for (struct entry *e = c->buckets[hash & (c->n_buckets - 1)]; e; e = e->chain)
+        if (e->hash == hash && e->w == w && strcmp(e->promql, promql) == 0 &&
+            usable(c, e, time_ms, now))
+            return e;
+    return NULL;
+}
+
+/* Drops cached answers for e's key other than e (e is newer). */
+static void drop_superseded(struct cma_backend_cache *c, const struct entry *e,
+                            struct entry **garbage)
+{
+    struct entry *o = c->buckets[e->hash & (c->n_buckets - 1)];
+    while (o) {
+        struct entry *next = o->chain;
+        if (o != e && o->cached && o->hash == e->hash && o->w == e->w &&
+            strcmp(o->promql, e->promql) == 0)
+            table_remove(c, o, garbage);
+        o = next;
+    }
+}
+
+/* Keeps e's answer (a success) when the cache is on and it fits; else e leaves the table. */
+static void keep_or_drop(struct cma_backend_cache *c, struct entry *e, struct entry **garbage)
+{
+    e->bytes = sizeof(*e) + strlen(e->promql) + 1 + result_bytes(e->result);
+    if (c->ttl_ms <= 0 || e->bytes > c->max_bytes) {
+        table_remove(c, e, garbage);
+        return;
+    }
+    struct cma_prom_result *r = e->result;
+    if (r->budget && r->charged) /* from now on bounded by max_bytes instead */
+        atomic_fetch_sub(&r->budget->used, r->charged);
+    r->charged = 0;
+    drop_superseded(c, e, garbage);
+    e->cached = true;
+    e->older = c->newest;
+    *(c->newest ? &c->newest->newer : &c->oldest) = e;
+    c->newest = e;
+    c->stats.bytes += e->bytes;
+    c->stats.n_cached++;
+    while (c->stats.bytes > c->max_bytes && c->oldest != e) {
+        table_remove(c, c->oldest, garbage);
+        c->stats.evictions++;
+    }
+}
+
+/* ---- the query path ---------------------------------------------------------------------- */
+
+static struct entry *entry_new(const struct wrapped *w, uint64_t hash, const char *promql,
+                               int64_t time_ms, int64_t now)
+{
+    size_t len = strlen(promql) + 1;
+    struct entry *e = calloc(1, sizeof(*e));
+    char *copy = e ? malloc(len) : NULL;
+    if (!copy) {
+        free(e);
+        return NULL;
+    }
+    memcpy(copy, promql, len);
+    e->w = w;
+    e->hash = hash;
+    e->promql = copy;
+    e->time_ms = time_ms;
+    e->started_ms = now;
+    e->refs = 1; /* the leader */
+    return e;
+}
+
+/* The entry this request uses, with a reference for it: a cached answer, a query in flight
+ * (*leader false), or a new query it must run (*leader true). NULL when out of memory. */
+static struct entry *join_or_lead(struct cma_backend_cache *c, const struct wrapped *w,
+                                  const char *promql, int64_t time_ms, bool *leader)
+{
+    uint64_t hash = key_hash(w, promql);
+    struct entry *garbage = NULL;
+    pthread_mutex_lock(&c->mu);
+    int64_t now = c->clock_ms(c->clock_ctx);
+    sweep(c, now, &garbage);
+    struct entry *e = find(c, w, hash, promql, time_ms, now);
+    *leader = e == NULL;
+    if (e) {
+        e->refs++;
+        if (e->done)
+            c->stats.hits++;
+        else
+            c->stats.coalesced++;
+        while (!e->done)
+            pthread_cond_wait(&c->done_cv, &c->mu);
+    } else if ((e = entry_new(w, hash, promql, time_ms, now))) {
+        table_insert(c, e);
+        c->stats.inner_queries++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free_garbage(garbage);
+    return e;
+}
+
+/* A heap copy of an error for the waiters (an entry keeps no error struct while it succeeds). */
+static struct cma_err *err_dup(const struct cma_err *err)
+{
+    struct cma_err *copy = malloc(sizeof(*copy));
+    if (copy)
+        *copy = *err;
+    return copy;
+}
+
+/* Runs the leader's query (unfiltered) and publishes its outcome to the waiters. */
+static void lead(struct cma_backend_cache *c, struct entry *e)
+{
+    struct cma_prom_result *result = NULL;
+    struct cma_err err;
+    cma_err_clear(&err);
+    enum cma_errc rc =
+        cma_backend_query(&e->w->inner, e->promql, e->time_ms, NULL, NULL, &result, &err);
+    if (rc == CMA_OK && !result) {
+        cma_err_set(&err, CMA_ERR_INTERNAL, "backend %s gave no result",
+                    cma_backend_name(&e->w->inner));
+        rc = CMA_ERR_INTERNAL;
+    }
+    struct entry *garbage = NULL;
+    pthread_mutex_lock(&c->mu);
+    e->rc = rc;
+    if (rc == CMA_OK)
+        e->result = result;
+    else
+        e->err = err_dup(&err);
+    e->answered_ms = c->clock_ms(c->clock_ctx);
+    e->done = true;
+    if (rc == CMA_OK)
+        keep_or_drop(c, e, &garbage);
+    else
+        table_remove(c, e, &garbage);
+    pthread_cond_broadcast(&c->done_cv);
+    pthread_mutex_unlock(&c->mu);
+    free_garbage(garbage);
+    if (rc != CMA_OK)
+        cma_prom_result_free(result);
+}
+
+static void release(struct cma_backend_cache *c, struct entry *e)
+{
+    struct entry *garbage = NULL;
+    pthread_mutex_lock(&c->mu);
+    unref(e, &garbage);
+    pthread_mutex_unlock(&c->mu);
+    free_garbage(garbage);
+}
+
+/* The inner backend on its own (out of memory here, or an answer too large to share). */
+static enum cma_errc direct(const struct wrapped *w, const char *promql, int64_t time_ms,
+                            cma_sample_keep_fn keep, void *keep_ctx, struct cma_prom_result **ret,
+                            struct cma_err *reterr)
+{
+    struct cma_backend_cache *c = w->cache;
+    pthread_mutex_lock(&c->mu);
+    c->stats.inner_queries++;
+    pthread_mutex_unlock(&c->mu);
+    return cma_backend_query(&w->inner, promql, time_ms, keep, keep_ctx, ret, reterr);
+}
+
+static enum cma_errc cached_query(void *ctx, const char *promql, int64_t time_ms,
+                                  cma_sample_keep_fn keep, void *keep_ctx,
+                                  struct cma_prom_result **ret, struct cma_err *reterr)
+{
+    const struct wrapped *w = ctx;
+    struct cma_backend_cache *c = w->cache;
+    bool leader = false;
+    struct entry *e = join_or_lead(c, w, promql, time_ms, &leader);
+    if (!e)
+        return direct(w, promql, time_ms, keep, keep_ctx, ret, reterr);
+    if (leader)
+        lead(c, e);
+    /* e is finished and immutable now; our reference keeps it. */
+    enum cma_errc shared = e->rc, rc = shared;
+    bool retry = shared == CMA_ERR_TOO_LARGE && keep;
+    if (shared == CMA_OK)
+        rc = cma_prom_result_filter(e->result, keep, keep_ctx, ret, reterr);
+    else if (!retry && e->err)
+        cma_err_copy(reterr, e->err);
+    else if (!retry)
+        cma_err_set(reterr, rc, "backend %s: query failed (%s)", cma_backend_name(&w->inner),
+                    cma_errc_meaning(rc));
+    release(c, e);
+    return retry ? direct(w, promql, time_ms, keep, keep_ctx, ret, reterr) : rc;
+}
+
+static enum cma_errc cached_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
+                                   cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+{
+    const struct wrapped *w = ctx;
+    return cma_backend_series(&w->inner, match, start_ms, end_ms, fn, fn_ctx, reterr);
+}
+
+static const char *cached_name(const void *ctx)
+{
+    const struct wrapped *w = ctx;
+    return cma_backend_name(&w->inner);
+}
+
+static const struct cma_backend_ops CACHED_OPS = {
+    .query = cached_query,
+    .series = cached_series,
+    .name = cached_name,
+};
+
+/* ---- lifetime ---------------------------------------------------------------------------- */
+
+enum cma_errc cma_backend_cache_new(const struct cma_backend_cache_config *cfg,
+                                    struct cma_backend_cache **ret, struct cma_err *reterr)
+{
+    struct cma_backend_cache *c = calloc(1, sizeof(*c));
+    struct entry **buckets = calloc(MIN_BUCKETS, sizeof(*buckets));
+    if (!c || !buckets) {
+        free(c);
+        free(buckets);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        free(buckets);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "cannot create the query cache's mutex");
+    }
+    if (pthread_cond_init(&c->done_cv, NULL) != 0) {
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        free(buckets);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "cannot create the query cache's condition");
+    }
+    int64_t ttl = cfg ? cfg->ttl_ms : CMA_BACKEND_CACHE_DEFAULT_TTL_MS;
+    c->ttl_ms = ttl < 0 ? 0 : ttl > MAX_TTL_MS ? MAX_TTL_MS : ttl;
+    c->max_bytes = cfg && cfg->max_bytes ? cfg->max_bytes : CMA_BACKEND_CACHE_DEFAULT_MAX_BYTES;
+    c->clock_ms = cfg && cfg->clock_ms ? cfg->clock_ms : mono_clock;
+    c->clock_ctx = cfg ? cfg->clock_ctx : NULL;
+    c->buckets = buckets;
+    c->n_buckets = MIN_BUCKETS;
+    *ret = c;
+    return CMA_OK;
+}
+
+void cma_backend_cache_free(struct cma_backend_cache *c)
+{
+    if (!c)
+        return;
+    struct entry *garbage = NULL;
+    for (size_t i = 0; i < c->n_buckets; i++)
+        while (c->buckets[i])
+            table_remove(c, c->buckets[i], &garbage);
+    free_garbage(garbage);
+    while (c->wrappers) {
+        struct wrapped *next = c->wrappers->next;
+        free(c->wrappers);
+        c->wrappers = next;
+    }
+    free(c->buckets);
+    pthread_cond_destroy(&c->done_cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+enum cma_errc cma_backend_cache_wrap(struct cma_backend_cache *c, const struct cma_backend *inner,
+                                     struct cma_backend *ret, struct cma_err *reterr)
+{
+    if (!c || !inner || !inner->ops || !inner->ops->query)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "no backend to wrap with the query cache");
+    struct wrapped *w = calloc(1, sizeof(*w));
+    if (!w)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    w->cache = c;
+    w->inner = *inner;
+    pthread_mutex_lock(&c->mu);
+    w->next = c->wrappers;
+    c->wrappers = w;
+    pthread_mutex_unlock(&c->mu);
+    *ret = (struct cma_backend){.ops = &CACHED_OPS, .ctx = w};
+    return CMA_OK;
+}
+
+void cma_backend_cache_stats(struct cma_backend_cache *c, struct cma_backend_cache_stats *ret)
+{
+    pthread_mutex_lock(&c->mu);
+    *ret = c->stats;
+    pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# test_backend_auth.sh: --prometheus-auth-config and --prometheus-auth-incluster against real TLS gateways (Debian's nginx in front of a real Prometheus, certificates made here with openssl), each checking one credential: a client certificate (ssl_verify_client), basic auth (auth_basic, htpasswd from `openssl passwd -apr1`), a bearer token, and a bearer token plus an X-Scope-OrgID header. Every kubeconfig form is served through its gateway with the values of the generated data (CA file and certificate-authority-data, client certificate/key files and *-data, token and tokenFile, username/password, insecure-skip-tls-verify); a missing or wrong credential gives a Status that says why while the adapter keeps running. In-cluster auth runs the adapter in a private mount namespace whose /var/run/secrets/kubernetes.io/serviceaccount is a bind-mounted temp dir. Broken TLS material (missing, a directory, garbage, a key that does not match) in flags, kubeconfigs and ca.crt stops the adapter at start, naming the flag or kubeconfig field, the path and the reason.
+# asan: yes
+cd "$(dirname "$0")/../.." || exit 1
+# shellcheck source=tests/lib/common.sh
+source tests/lib/common.sh
+
+gen_dcgm || exit 1
+if ! start_prometheus "$DCGM_DIR/dcgm.om" || ! start_fake_kube "$DCGM_DIR/pods.json"; then
+  t_fail "start Prometheus and the fake kube-apiserver"
+  t_summary
+  exit 1
+fi
+G=/apis/custom.metrics.k8s.io/v1beta1
+BERT="$G/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert"
+want_bert=$(expected_agg DCGM_FI_DEV_GPU_UTIL avg pod '.labels.namespace == "ml" and (.labels.pod // "" | startswith("bert-"))')
+
+# --- certificates, secrets and the gateways -------------------------------------------------------
+PKI="$CMA_TMP/pki"
+mkdir -p "$PKI"
+make_ca "$PKI" server-ca && make_cert "$PKI" gateway server-ca IP:127.0.0.1 &&
+  make_ca "$PKI" client-ca && make_cert "$PKI" adapter client-ca &&
+  make_ca "$PKI" other-ca && make_cert "$PKI" stranger other-ca || {
+  t_fail "openssl: make the certificates"
+  t_summary
+  exit 1
+}
+TOKEN=bearer-0123456789abcdef
+SA_TOKEN=sa-token-fedcba9876543210
+USER_NAME=prom-reader
+PASSWORD='s3cret: with spaces & $hell chars'
+printf '%s:%s\n' "$USER_NAME" "$(openssl passwd -apr1 "$PASSWORD")" >"$PKI/htpasswd"
+printf '%s\n' "$TOKEN" >"$PKI/token"
+P_MTLS=$(free_port) P_BASIC=$(free_port) P_BEARER=$(free_port) P_TENANT=$(free_port)
+tls="ssl_certificate $PKI/gateway.crt; ssl_certificate_key $PKI/gateway.key;"
+up="proxy_pass $PROM_URL;"
+cat >"$CMA_TMP/gateways.conf" <<EOF
+map \$http_authorization \$bearer_ok { default 0; "Bearer $TOKEN" 1; }
+map "\$http_authorization|\$http_x_scope_orgid" \$tenant_ok { default 0; "Bearer $SA_TOKEN|tenant-a" 1; }
+server { listen 127.0.0.1:$P_MTLS ssl; $tls
+  ssl_verify_client on; ssl_client_certificate $PKI/client-ca.crt;
+  location / { $up } }
+server { listen 127.0.0.1:$P_BASIC ssl; $tls
+  auth_basic "prometheus"; auth_basic_user_file $PKI/htpasswd;
+  location / { $up } }
+server { listen 127.0.0.1:$P_BEARER ssl; $tls
+  location / { if (\$bearer_ok = 0) { return 401 "bearer token required\n"; } $up } }
+server { listen 127.0.0.1:$P_TENANT ssl; $tls
+  location / { if (\$tenant_ok = 0) { return 401 "token and X-Scope-OrgID required\n"; } $up } }
+EOF
+if ! start_nginx "$CMA_TMP/gateways.conf"; then
+  t_fail "start nginx"
+  t_summary
+  exit 1
+fi
+
+# The gateways themselves: each refuses without its credential and passes with it.
+Q='/api/v1/query?query=up'
+code() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 --cacert "$PKI/server-ca.crt" "$@"; }
+t_eq "gateway mTLS: no client certificate: 400" 400 "$(code "https://127.0.0.1:$P_MTLS$Q")"
+t_eq "gateway mTLS: a certificate of another CA: 400" 400 \
+  "$(code --cert "$PKI/stranger.crt" --key "$PKI/stranger.key" "https://127.0.0.1:$P_MTLS$Q")"
+t_eq "gateway mTLS: the adapter's certificate: 200" 200 \
+  "$(code --cert "$PKI/adapter.crt" --key "$PKI/adapter.key" "https://127.0.0.1:$P_MTLS$Q")"
+t_eq "gateway basic: no credentials: 401" 401 "$(code "https://127.0.0.1:$P_BASIC$Q")"
+t_eq "gateway basic: the password: 200" 200 "$(code -u "$USER_NAME:$PASSWORD" "https://127.0.0.1:$P_BASIC$Q")"
+t_eq "gateway bearer: no token: 401" 401 "$(code "https://127.0.0.1:$P_BEARER$Q")"
+t_eq "gateway bearer: the token: 200" 200 "$(code -H "Authorization: Bearer $TOKEN" "https://127.0.0.1:$P_BEARER$Q")"
+t_eq "gateway tenant: token without the header: 401" 401 \
+  "$(code -H "Authorization: Bearer $SA_TOKEN" "https://127.0.0.1:$P_TENANT$Q")"
+t_eq "gateway tenant: token and header: 200" 200 \
+  "$(code -H "Authorization: Bearer $SA_TOKEN" -H 'X-Scope-OrgID: tenant-a' "https://127.0.0.1:$P_TENANT$Q")"
+
+# --- kubeconfigs ------------------------------------------------------------------------------------
+b64() { base64 -w0 <"$1"; }
+# kubeconfig FILE CLUSTER_LINES USER_LINES: a kubeconfig whose current context has one cluster (its
+# server is not Prometheus: the adapter must not use it) and one user (no credential when
+# USER_LINES is empty); lines are indented by the caller (4 spaces).
+kubeconfig() {
+  cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: prom
+  cluster:
+    server: https://kube.invalid:6443
+$2
+users:
+- name: reader
+  user:
+${3:-    username: null}
+contexts:
+- name: prom
+  context: {cluster: prom, user: reader}
+current-context: prom
+EOF
+}
+KC="$CMA_TMP/kc"
+mkdir -p "$KC"
+CA_FILE="    certificate-authority: $PKI/server-ca.crt"
+CA_DATA="    certificate-authority-data: $(b64 "$PKI/server-ca.crt")"
+kubeconfig "$KC/mtls-files.yaml" "$CA_FILE" "    client-certificate: $PKI/adapter.crt
+    client-key: $PKI/adapter.key"
+kubeconfig "$KC/mtls-data.yaml" "$CA_DATA" "    client-certificate-data: $(b64 "$PKI/adapter.crt")
+    client-key-data: $(b64 "$PKI/adapter.key")"
+kubeconfig "$KC/token.yaml" "$CA_DATA" "    token: $TOKEN"
+# tokenFile relative to the kubeconfig's directory, as client-go resolves it
+cp "$PKI/token" "$KC/token-file"
+kubeconfig "$KC/token-file.yaml" "$CA_FILE" "    tokenFile: token-file"
+kubeconfig "$KC/basic.yaml" "$CA_FILE" "    username: $USER_NAME
+    password: '$PASSWORD'"
+kubeconfig "$KC/insecure.yaml" "    insecure-skip-tls-verify: true" "    token: $TOKEN"
+kubeconfig "$KC/no-cert.yaml" "$CA_FILE" ""
+kubeconfig "$KC/wrong-token.yaml" "$CA_FILE" "    token: not-the-token"
+kubeconfig "$KC/wrong-password.yaml" "$CA_FILE" "    username: $USER_NAME
+    password: wrong"
+kubeconfig "$KC/wrong-ca.yaml" "    certificate-authority: $PKI/other-ca.crt" "    token: $TOKEN"
+kubeconfig "$KC/stranger.yaml" "$CA_FILE" "    client-certificate: $PKI/stranger.crt
+    client-key: $PKI/stranger.key"
+
+# served NAME PORT FLAGS...: the adapter through gateway PORT serves the per-pod values.
+served() {
+  local name=$1 port=$2 r
+  shift 2
+  if PROM_URL="https://127.0.0.1:$port" start_adapter config/gpu-dcgm.yaml "$@"; then
+    t_ok "$name: discovery through the gateway" wait_discovery DCGM_FI_DEV_GPU_UTIL
+    r=$(adapter_get "$BERT")
+    t_eq "$name: per-pod GPU util equals the data" "$want_bert" "$(item_values "$r")"
+    stop_adapter
+    t_eq "$name: adapter exits 0" 0 "$?"
+  else
+    t_fail "$name: start the adapter"
+  fi
+}
+
+# refused NAME PORT MESSAGE_ERE FLAGS...: the adapter starts, the gateway refuses it; discovery logs
+# the gateway's answer, a metric request gets a Status (503, code = HTTP status) whose message says
+# why, /healthz stays ok and the adapter keeps running.
+refused() {
+  local name=$1 port=$2 re=$3
+  shift 3
+  if PROM_URL="https://127.0.0.1:$port" start_adapter config/gpu-dcgm.yaml "$@"; then
+    t_ok "$name: the failed relist is logged with the reason" \
+      wait_adapter_log "unable to update list of all metrics: .*$re" 60
+    adapter_fetch "$BERT"
+    t_json "$name: a metric request gets a 503 Status" "$R_BODY" \
+      '"\(.kind) \(.status) \(.code) \(.reason)"' "Status Failure 503 ServiceUnavailable"
+    t_eq "$name: ... whose code is the HTTP status" "$R_STATUS" "$(jq -r .code <<<"$R_BODY")"
+    t_json "$name: ... and whose message says why" "$R_BODY" ".message | test(\"$re\")" true
+    adapter_fetch /healthz
+    t_eq "$name: /healthz still ok" "200 ok" "$R_STATUS $R_BODY"
+    t_ok "$name: the adapter is still running" kill -0 "$ADAPTER_PID"
+    stop_adapter
+  else
+    t_fail "$name: start the adapter"
+  fi
+}
+
+served "kubeconfig CA file + client certificate/key files" "$P_MTLS" --prometheus-auth-config="$KC/mtls-files.yaml"
+t_ok "... nginx saw the adapter's client certificate" \
+  grep -q "^$P_MTLS 200 .*CN=adapter" "$NGINX_DIR/access.log"
+served "kubeconfig certificate-authority-data + client-*-data" "$P_MTLS" --prometheus-auth-config="$KC/mtls-data.yaml"
+served "kubeconfig token" "$P_BEARER" --prometheus-auth-config="$KC/token.yaml"
+served "kubeconfig tokenFile (relative path)" "$P_BEARER" --prometheus-auth-config="$KC/token-file.yaml"
+served "kubeconfig username/password" "$P_BASIC" --prometheus-auth-config="$KC/basic.yaml"
+served "kubeconfig insecure-skip-tls-verify" "$P_BEARER" --prometheus-auth-config="$KC/insecure.yaml"
+# Precedence: the explicit flag wins over the kubeconfig's setting of the same kind.
+printf '%s\n' "$TOKEN" >"$CMA_TMP/flag-token"
+served "--prometheus-token-file wins over the kubeconfig's token" "$P_BEARER" \
+  --prometheus-auth-config="$KC/wrong-token.yaml" --prometheus-token-file="$CMA_TMP/flag-token"
+served "--prometheus-ca-file wins over the kubeconfig's CA" "$P_BEARER" \
+  --prometheus-auth-config="$KC/wrong-ca.yaml" --prometheus-ca-file="$PKI/server-ca.crt"
+
+refused "no client certificate" "$P_MTLS" "HTTP 400" --prometheus-auth-config="$KC/no-cert.yaml"
+refused "a client certificate of another CA" "$P_MTLS" "HTTP 400" --prometheus-auth-config="$KC/stranger.yaml"
+refused "wrong token" "$P_BEARER" "HTTP 401.*check credentials" --prometheus-auth-config="$KC/wrong-token.yaml"
+refused "wrong password" "$P_BASIC" "HTTP 401.*check credentials" --prometheus-auth-config="$KC/wrong-password.yaml"
+refused "a CA that did not sign the gateway" "$P_BEARER" "SSL certificate problem" \
+  --prometheus-auth-config="$KC/wrong-ca.yaml"
+
+# --- in-cluster: the pod's service-account directory -------------------------------------------------
+SA="$CMA_TMP/serviceaccount"
+mkdir -p "$SA"
+printf '%s\n' "$SA_TOKEN" >"$CMA_TMP/sa-token"
+projected_write "$SA" 2026_01_01_00_00_00.1 token="$CMA_TMP/sa-token" ca.crt="$PKI/server-ca.crt"
+# The wrapper: a private mount namespace (tmpfs over /run, so the host is untouched) in which
+# /var/run/secrets/kubernetes.io/serviceaccount is $SA_MOUNT. Nothing in the adapter knows.
+cat >"$CMA_TMP/in-pod.sh" <<'EOF'
+#!/bin/sh
+exec unshare -m --propagation private sh -c '
+  mount -t tmpfs cma-run /run &&
+  mkdir -p /run/secrets/kubernetes.io/serviceaccount &&
+  mount --bind "$SA_MOUNT" /run/secrets/kubernetes.io/serviceaccount &&
+  exec "$@"' in-pod "$@"
+EOF
+chmod +x "$CMA_TMP/in-pod.sh"
+IN_POD="$CMA_TMP/in-pod.sh ${CMA_WRAPPER:-}"
+export SA_MOUNT=$SA
+if [ "$(id -u)" != 0 ] || ! unshare -m --propagation private true 2>/dev/null; then
+  t_fail "in-cluster: needs root and unshare -m (a private mount namespace)"
+else
+  CMA_WRAPPER=$IN_POD served "in-cluster token + ca.crt with --prometheus-header" "$P_TENANT" \
+    --prometheus-auth-incluster --prometheus-header=X-Scope-OrgID=tenant-a
+  t_ok "... nginx saw the service-account token and the tenant" \
+    grep -q "^$P_TENANT 200 \"Bearer $SA_TOKEN\" \"tenant-a\"" "$NGINX_DIR/access.log"
+  CMA_WRAPPER=$IN_POD refused "in-cluster without the tenant header" "$P_TENANT" \
+    "HTTP 401.*check credentials" --prometheus-auth-incluster
+fi
+
+# --- fail fast on broken TLS material -----------------------------------------------------------------
+printf 'not a certificate\n' >"$CMA_TMP/garbage.pem"
+mkdir -p "$CMA_TMP/a-directory"
+# fails_fast NAME EXPECTED_ERE FLAGS...: the adapter exits non-zero before serving (within 30 s)
+# and its error names what EXPECTED_ERE says (flag or kubeconfig field, path, reason).
+fails_fast() {
+  local name=$1 re=$2 out rc port
+  shift 2
+  port=$(free_port)
+  # shellcheck disable=SC2086 # the wrapper is a command line
+  out=$(timeout 30 ${FF_WRAPPER:-} "$(cma_adapter_bin)" --config=config/gpu-dcgm.yaml \
+    --prometheus-url="https://127.0.0.1:$P_BEARER" --lister-kubeconfig="$KUBE_KUBECONFIG" \
+    --cert-dir="$CMA_TMP/ff-certs" --bind-address=127.0.0.1 --secure-port="$port" "$@" 2>&1)
+  rc=$?
+  t_ok "$name: exits at start (exit $rc)" test "$rc" != 0 -a "$rc" != 124
+  if grep -Eq -- "$re" <<<"$out" && ! grep -q "serving securely" <<<"$out"; then
+    t_pass "$name: says $re, before serving"
+  else
+    t_fail "$name: says $re, before serving" "output: ${out:0:1500}"
+  fi
+}
+fails_fast "--prometheus-ca-file missing" \
+  "prometheus client: --prometheus-ca-file $CMA_TMP/none.pem: cannot read it: No such file or directory" \
+  --prometheus-ca-file="$CMA_TMP/none.pem"
+fails_fast "--prometheus-ca-file a directory" \
+  "--prometheus-ca-file $CMA_TMP/a-directory: cannot read it: Is a directory" \
+  --prometheus-ca-file="$CMA_TMP/a-directory"
+fails_fast "--prometheus-ca-file garbage" \
+  "--prometheus-ca-file $CMA_TMP/garbage.pem: no PEM certificate in it" \
+  --prometheus-ca-file="$CMA_TMP/garbage.pem"
+fails_fast "--prometheus-client-tls-cert-file garbage" \
+  "--prometheus-client-tls-cert-file $CMA_TMP/garbage.pem and --prometheus-client-tls-key-file $PKI/adapter.key: certificate: no PEM certificate" \
+  --prometheus-client-tls-cert-file="$CMA_TMP/garbage.pem" --prometheus-client-tls-key-file="$PKI/adapter.key"
+fails_fast "--prometheus-client-tls-key-file garbage" \
+  "--prometheus-client-tls-key-file $CMA_TMP/garbage.pem: key: no unencrypted PEM private key" \
+  --prometheus-client-tls-cert-file="$PKI/adapter.crt" --prometheus-client-tls-key-file="$CMA_TMP/garbage.pem"
+fails_fast "a key that does not match its certificate" \
+  "--prometheus-client-tls-key-file $PKI/stranger.key: the private key does not match the certificate" \
+  --prometheus-client-tls-cert-file="$PKI/adapter.crt" --prometheus-client-tls-key-file="$PKI/stranger.key"
+kubeconfig "$KC/bad-ca-data.yaml" "    certificate-authority-data: $(b64 "$CMA_TMP/garbage.pem")" "    token: x"
+fails_fast "--prometheus-auth-config certificate-authority-data garbage" \
+  "--prometheus-auth-config kubeconfig $KC/bad-ca-data.yaml certificate-authority-data: no PEM certificate" \
+  --prometheus-auth-config="$KC/bad-ca-data.yaml"
+kubeconfig "$KC/bad-pair.yaml" "$CA_FILE" "    client-certificate: $PKI/adapter.crt
+    client-key: $PKI/stranger.key"
+fails_fast "--prometheus-auth-config client-key not matching client-certificate" \
+  "--prometheus-auth-config kubeconfig $KC/bad-pair.yaml client-key $PKI/stranger.key: the private key does not match" \
+  --prometheus-auth-config="$KC/bad-pair.yaml"
+kubeconfig "$KC/missing-key.yaml" "$CA_FILE" "    client-certificate: $PKI/adapter.crt
+    client-key: missing.key"
+fails_fast "--prometheus-auth-config client-key missing" \
+  "kubeconfig $KC/missing-key.yaml client-key $KC/missing.key: cannot read it: No such file" \
+  --prometheus-auth-config="$KC/missing-key.yaml"
+fails_fast "--prometheus-auth-config with --prometheus-auth-incluster" \
+  "may not use both in-cluster auth and an explicit kubeconfig" \
+  --prometheus-auth-config="$KC/token.yaml" --prometheus-auth-incluster
+# The kube clients' kubeconfigs.
+sed "s|certificate-authority: .*|certificate-authority: $CMA_TMP/garbage.pem|" "$KUBE_KUBECONFIG" >"$KC/kube-bad-ca.yaml"
+fails_fast "--lister-kubeconfig certificate-authority garbage" \
+  "kubernetes client: kubeconfig $KC/kube-bad-ca.yaml certificate-authority $CMA_TMP/garbage.pem: no PEM certificate" \
+  --prometheus-token-file="$CMA_TMP/flag-token" --lister-kubeconfig="$KC/kube-bad-ca.yaml"
+fails_fast "--authentication-kubeconfig certificate-authority garbage" \
+  "kubeconfig $KC/kube-bad-ca.yaml certificate-authority $CMA_TMP/garbage.pem: no PEM certificate" \
+  --prometheus-token-file="$CMA_TMP/flag-token" --authentication-kubeconfig="$KC/kube-bad-ca.yaml"
+fails_fast "--authorization-kubeconfig certificate-authority garbage" \
+  "kubeconfig $KC/kube-bad-ca.yaml certificate-authority $CMA_TMP/garbage.pem: no PEM certificate" \
+  --prometheus-token-file="$CMA_TMP/flag-token" --authorization-kubeconfig="$KC/kube-bad-ca.yaml"
+if [ "$(id -u)" = 0 ]; then
+  BAD_SA="$CMA_TMP/bad-serviceaccount"
+  mkdir -p "$BAD_SA"
+  cp "$CMA_TMP/sa-token" "$BAD_SA/token"
+  cp "$CMA_TMP/garbage.pem" "$BAD_SA/ca.crt"
+  SA_MOUNT=$BAD_SA FF_WRAPPER="$CMA_TMP/in-pod.sh" fails_fast "in-cluster ca.crt garbage" \
+    "--prometheus-auth-incluster in-cluster service account ca.crt /var/run/secrets/kubernetes.io/serviceaccount/ca.crt: no PEM certificate" \
+    --prometheus-auth-incluster
+  SA_MOUNT=$BAD_SA FF_WRAPPER="env KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=1 $CMA_TMP/in-pod.sh" \
+    fails_fast "the kube client's in-cluster ca.crt garbage" \
+    "kubernetes client: in-cluster service account ca.crt /var/run/secrets/kubernetes.io/serviceaccount/ca.crt: no PEM certificate" \
+    --prometheus-token-file="$CMA_TMP/flag-token" --lister-kubeconfig=
+fi
+
+t_summary

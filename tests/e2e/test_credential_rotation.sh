@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# test_credential_rotation.sh: every credential file rotated under traffic, without a restart and without one failed request. Two adapters behind Debian's nginx (TLS gateways in front of a real Prometheus, certificates made here with openssl) answer a client loop that requests a per-pod metric from both, continuously. Rotated in turn, each the way it is in a cluster: the kubeconfig's bearer tokenFile (plain rewrite), its client certificate and key (a projected volume: atomic swap of the `..data` symlink), its CA bundle (the gateway's certificate re-issued by a new CA; bundle rewritten in place), the basic-auth password file (projected volume), and the kube client's tokenFile (plain rewrite; the fake kube-apiserver stands in for kube-apiserver's token check). Each time the gateway first accepts the old and the new credential, the file is replaced, then the gateway (`nginx -s reload`) or the fake accepts only the new one: zero failed requests over the whole loop, and requests after each switch succeed, which only the re-read credential allows.
+# asan: yes
+cd "$(dirname "$0")/../.." || exit 1
+# shellcheck source=tests/lib/common.sh
+source tests/lib/common.sh
+
+gen_dcgm || exit 1
+if ! start_prometheus "$DCGM_DIR/dcgm.om" || ! start_fake_kube "$DCGM_DIR/pods.json"; then
+  t_fail "start Prometheus and the fake kube-apiserver"
+  t_summary
+  exit 1
+fi
+BERT="/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert"
+want_bert=$(expected_agg DCGM_FI_DEV_GPU_UTIL avg pod '.labels.namespace == "ml" and (.labels.pod // "" | startswith("bert-"))')
+
+PKI="$CMA_TMP/pki"
+R="$CMA_TMP/rotating" # what the adapters read
+mkdir -p "$PKI" "$R/client" "$R/pw"
+make_ca "$PKI" server-ca-1 && make_cert "$PKI" gateway-1 server-ca-1 IP:127.0.0.1 &&
+  make_ca "$PKI" server-ca-2 && make_cert "$PKI" gateway-2 server-ca-2 IP:127.0.0.1 &&
+  make_ca "$PKI" client-ca-1 && make_cert "$PKI" client-1 client-ca-1 &&
+  make_ca "$PKI" client-ca-2 && make_cert "$PKI" client-2 client-ca-2 || {
+  t_fail "openssl: make the certificates"
+  t_summary
+  exit 1
+}
+USER_NAME=prom-reader
+printf 'password-one\n' >"$PKI/password-1"
+printf 'password-two\n' >"$PKI/password-2"
+for n in 1 2; do
+  printf '%s:%s\n' "$USER_NAME" "$(openssl passwd -apr1 "password-$([ $n = 1 ] && echo one || echo two)")" >"$PKI/htpasswd-$n"
+done
+basic() { printf 'Basic %s' "$(printf '%s:%s' "$USER_NAME" "$1" | base64 -w0)"; }
+
+# What the adapters read at the start.
+printf 'token-one\n' >"$R/token"
+cat "$PKI/server-ca-1.crt" >"$R/ca-bundle.crt"
+projected_write "$R/client" 2026_01_01_00_00_00.1 tls.crt="$PKI/client-1.crt" tls.key="$PKI/client-1.key"
+projected_write "$R/pw" 2026_01_01_00_00_00.1 password="$PKI/password-1"
+printf 'kube-token-one\n' >"$R/kube-token"
+
+# --- the gateways: A checks client certificate + bearer token, B basic auth ------------------------
+P_A=$(free_port) P_B=$(free_port)
+TOKENS="token-one" CLIENT_CAS="$PKI/client-ca-1.crt" SERVER=gateway-1 BASIC="htpasswd $PKI/htpasswd-1"
+write_gateways() {
+  local t maps="" b
+  cat $CLIENT_CAS >"$CMA_TMP/client-cas.crt"
+  for t in $TOKENS; do maps+="\"Bearer $t\" 1; "; done
+  if [[ $BASIC == htpasswd* ]]; then
+    b="auth_basic \"prometheus\"; auth_basic_user_file ${BASIC#htpasswd };"
+  else # during a rotation: either password
+    b="if (\$basic_ok = 0) { return 401; }"
+  fi
+  cat >"$CMA_TMP/gateways.conf" <<EOF
+map \$http_authorization \$bearer_ok { default 0; $maps}
+map \$http_authorization \$basic_ok { default 0; "$(basic password-one)" 1; "$(basic password-two)" 1; }
+server { listen 127.0.0.1:$P_A ssl;
+  ssl_certificate $PKI/$SERVER.crt; ssl_certificate_key $PKI/$SERVER.key;
+  ssl_verify_client on; ssl_client_certificate $CMA_TMP/client-cas.crt;
+  location / { if (\$bearer_ok = 0) { return 401 "bearer token required\n"; } proxy_pass $PROM_URL; } }
+server { listen 127.0.0.1:$P_B ssl;
+  ssl_certificate $PKI/gateway-1.crt; ssl_certificate_key $PKI/gateway-1.key;
+  location / { $b proxy_pass $PROM_URL; } }
+EOF
+}
+write_gateways
+if ! start_nginx "$CMA_TMP/gateways.conf"; then
+  t_fail "start nginx"
+  t_summary
+  exit 1
+fi
+gateway() { # VAR=VALUE...: change the gateways and reload nginx
+  local kv
+  for kv in "$@"; do printf -v "${kv%%=*}" '%s' "${kv#*=}"; done
+  write_gateways
+  reload_nginx
+}
+kube_tokens() { # T1,T2: what the fake kube-apiserver accepts from now on
+  curl -s -o /dev/null -w '%{http_code}' --cacert "$KUBE_CA" -H "Authorization: Bearer $KUBE_ADMIN" \
+    "$KUBE_URL/__fake/tokens?accept=$1,fake-admin"
+}
+KUBE_ADMIN=fake-admin # the test's own token for the test controls, never the adapter's
+t_eq "fake kube-apiserver: accept kube-token-one" 200 "$(kube_tokens kube-token-one)"
+
+# --- the adapters ------------------------------------------------------------------------------------
+cat >"$CMA_TMP/prom.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: gateway
+  cluster: {server: "https://kube.invalid:6443", certificate-authority: $R/ca-bundle.crt}
+users:
+- name: reader
+  user: {tokenFile: $R/token, client-certificate: $R/client/tls.crt, client-key: $R/client/tls.key}
+contexts:
+- name: gateway
+  context: {cluster: gateway, user: reader}
+current-context: gateway
+EOF
+sed "s|^    token: fake-admin$|    tokenFile: $R/kube-token|" "$KUBE_KUBECONFIG" >"$CMA_TMP/kube.kubeconfig"
+t_ok "the kube kubeconfig uses the rotating tokenFile" grep -q "tokenFile: $R/kube-token" "$CMA_TMP/kube.kubeconfig"
+KUBE_KUBECONFIG="$CMA_TMP/kube.kubeconfig" PROM_URL="https://127.0.0.1:$P_A" start_adapter config/gpu-dcgm.yaml \
+  --prometheus-auth-config="$CMA_TMP/prom.kubeconfig" --discovery-interval=1s \
+  --authorization-webhook-cache-authorized-ttl=1s || {
+  t_fail "start adapter A"
+  t_summary
+  exit 1
+}
+A_URL=$ADAPTER_URL A_PID=$ADAPTER_PID
+t_ok "adapter A: discovery through gateway A" wait_discovery DCGM_FI_DEV_GPU_UTIL
+PROM_URL="https://127.0.0.1:$P_B" start_adapter config/gpu-dcgm.yaml --prometheus-ca-file="$PKI/server-ca-1.crt" \
+  --prometheus-basic-auth-username="$USER_NAME" --prometheus-basic-auth-password-file="$R/pw/password" || {
+  t_fail "start adapter B"
+  t_summary
+  exit 1
+}
+B_URL=$ADAPTER_URL
+t_ok "adapter B: discovery through gateway B" wait_discovery DCGM_FI_DEV_GPU_UTIL
+
+# --- the client loop: both adapters, continuously, until told to stop --------------------------------
+LOOP_LOG="$CMA_TMP/loop.log"
+: >"$LOOP_LOG"
+(
+  while [ ! -e "$CMA_TMP/stop-loop" ]; do
+    for a in "A $A_URL" "B $B_URL"; do
+      code=$(curl -s -o "$CMA_TMP/loop.body" -w '%{http_code}' --max-time 30 --cacert "$ADAPTER_CA" "${a#* }$BERT")
+      values=$(jq -r '.items[] | "\(.describedObject.name) \(.value)"' "$CMA_TMP/loop.body" 2>/dev/null | sort | tr '\n' ';')
+      echo "${a%% *} $code $values @$EPOCHREALTIME" >>"$LOOP_LOG"
+    done
+    sleep 0.05
+  done
+) &
+LOOP_PID=$!
+mark() { echo "MARK $1" >>"$LOOP_LOG"; }
+settle() { sleep "${1:-2}"; }
+settle
+
+# 1. The bearer token file, rewritten in place.
+gateway TOKENS="token-one token-two"
+printf 'token-two\n' >"$R/token"
+settle
+gateway TOKENS="token-two"
+mark token
+settle
+# 2. Client certificate and key: a projected volume's atomic swap.
+gateway CLIENT_CAS="$PKI/client-ca-1.crt $PKI/client-ca-2.crt"
+projected_write "$R/client" 2026_01_01_01_00_00.2 tls.crt="$PKI/client-2.crt" tls.key="$PKI/client-2.key"
+settle
+gateway CLIENT_CAS="$PKI/client-ca-2.crt"
+mark client-certificate
+settle
+# 3. The CA bundle: the gateway's certificate re-issued by a new CA; the bundle rewritten in place
+#    (both CAs while the gateway switches, then the new one only).
+cat "$PKI/server-ca-1.crt" "$PKI/server-ca-2.crt" >"$R/ca-bundle.crt"
+settle
+gateway SERVER=gateway-2
+cat "$PKI/server-ca-2.crt" >"$R/ca-bundle.crt"
+settle 1
+mark ca
+settle
+# 4. The basic-auth password file: a projected volume's atomic swap.
+gateway BASIC=either
+projected_write "$R/pw" 2026_01_01_01_00_00.2 password="$PKI/password-2"
+settle
+gateway BASIC="htpasswd $PKI/htpasswd-2"
+mark password
+settle
+# 5. The kube client's tokenFile, rewritten in place.
+t_eq "fake kube-apiserver: accept both kube tokens" 200 "$(kube_tokens kube-token-one,kube-token-two)"
+printf 'kube-token-two\n' >"$R/kube-token"
+settle
+KUBE_LOG_LINES=$(wc -l <"$KUBE_REQUEST_LOG")
+t_eq "fake kube-apiserver: accept only kube-token-two" 200 "$(kube_tokens kube-token-two)"
+mark kube-token
+settle 3
+
+touch "$CMA_TMP/stop-loop"
+wait "$LOOP_PID"
+
+# --- verdict --------------------------------------------------------------------------------------------
+total=$(grep -c -v '^MARK' "$LOOP_LOG")
+failed=$(grep -v '^MARK' "$LOOP_LOG" | grep -c -v '^[AB] 200 ')
+t_ok "the loop made requests all along ($total)" test "$total" -ge 60
+t_eq "zero failed requests over the whole loop" 0 "$failed"
+[ "$failed" = 0 ] || grep -v '^MARK' "$LOOP_LOG" | grep -v '^[AB] 200 ' | sort | uniq -c | head -5
+want_line="$(tr '\n' ';' <<<"$want_bert")"
+t_eq "every answer carries the data's values" 0 \
+  "$(grep -v '^MARK' "$LOOP_LOG" | grep -c -v -F " 200 $want_line")"
+# after_mark NAME ADAPTER: 200s of ADAPTER after MARK NAME (and before the next mark).
+after_mark() {
+  awk -v m="MARK $1" -v a="$2" '$0 == m { on = 1; next } /^MARK/ { on = 0 } on && $1 == a && $2 == 200 { n++ } END { print n + 0 }' "$LOOP_LOG"
+}
+for step in token:A client-certificate:A ca:A password:B kube-token:A; do
+  n=$(after_mark "${step%%:*}" "${step#*:}")
+  t_ok "after the ${step%%:*} switch adapter ${step#*:} still answers ($n requests ok)" test "$n" -ge 3
+done
+t_ok "gateway A saw token-two with the client-2 certificate, answered 200" \
+  grep -q "^$P_A 200 \"Bearer token-two\" \"-\" \".*CN=client-2\"" "$NGINX_DIR/access.log"
+t_ok "gateway B saw password-two, answered 200" \
+  grep -qF "$P_B 200 \"$(basic password-two)\"" "$NGINX_DIR/access.log"
+t_ok "the kube client sent kube-token-two after the switch, answered 2xx" \
+  bash -c "tail -n +$((KUBE_LOG_LINES + 1)) '$KUBE_REQUEST_LOG' | jq -e -s 'map(select(.headers.Authorization == \"Bearer kube-token-two\" and .status < 300)) | length > 0'"
+t_eq "the kube client was never refused" 0 \
+  "$(jq -s 'map(select(.status == 401)) | length' "$KUBE_REQUEST_LOG")"
+adapter_log_since_start >/dev/null # (both adapters log to one file)
+t_eq "no relist failed during the rotations" 0 "$(grep -c 'unable to update list of all metrics' "$ADAPTER_LOG")"
+t_ok "both adapters still run" kill -0 "$A_PID" "$ADAPTER_PID"
+
+t_summary

@@ -1,0 +1,614 @@
+/* backend_cache_test.c: coalescing and the result cache (src/clients/backend_cache.c) around a
+ * stub backend that counts its calls, can hold them until the test releases them (so several
+ * threads really are in flight at once) and answers with a real /api/v1/query body decoded by
+ * the real decoder, charged to a byte budget. Time is the test's own clock (injected), never
+ * sleeps: threads are synchronised on the cache's counters and the stub's condition variable. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "cma/backend_cache.h"
+
+/* Three pods, one value each; VALUE is substituted so a test can tell answers apart. */
+#define BODY(value)                                                                                \
+    "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":["                     \
+    "{\"metric\":{\"namespace\":\"ns\",\"pod\":\"a\"},\"value\":[1000.5,\"" value "\"]},"          \
+    "{\"metric\":{\"namespace\":\"ns\",\"pod\":\"b\"},\"value\":[1000.5,\"" value "\"]},"          \
+    "{\"metric\":{\"namespace\":\"ns\",\"pod\":\"c\"},\"value\":[1000.5,\"" value "\"]}]}}"
+
+#define T0 1700000000000 /* a wall time in ms, as the handlers pass */
+
+struct stub {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls;  /* queries received */
+    int inside; /* queries inside now (held or running) */
+    bool hold;  /* hold every query until released */
+    bool released;
+    int calls_with_keep;
+    enum cma_errc fail;        /* answer with this error instead (CMA_OK: answer BODY) */
+    bool too_large_unfiltered; /* CMA_ERR_TOO_LARGE when keep is NULL */
+    const char *body;          /* the answer */
+    int64_t *clock;            /* advanced by advance_ms during each query (a slow backend) */
+    int64_t advance_ms;
+    struct cma_prom_budget budget;
+};
+
+static enum cma_errc decode(struct stub *s, const char *body, cma_sample_keep_fn keep,
+                            void *keep_ctx, struct cma_prom_result **ret, struct cma_err *err)
+{
+    struct cma_query_parser *qp = NULL;
+    assert_int_equal(cma_query_parser_new(keep, keep_ctx, &s->budget, &qp), CMA_OK);
+    enum cma_errc rc = cma_query_parser_feed(qp, body, strlen(body), err);
+    if (rc == CMA_OK)
+        rc = cma_query_parser_finish(qp, ret, err);
+    cma_query_parser_free(qp);
+    return rc;
+}
+
+static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
+                                cma_sample_keep_fn keep, void *keep_ctx,
+                                struct cma_prom_result **ret, struct cma_err *reterr)
+{
+    struct stub *s = ctx;
+    (void)promql;
+    (void)time_ms;
+    pthread_mutex_lock(&s->mu);
+    s->calls++;
+    s->inside++;
+    s->calls_with_keep += keep != NULL;
+    pthread_cond_broadcast(&s->cv);
+    while (s->hold && !s->released)
+        pthread_cond_wait(&s->cv, &s->mu);
+    if (s->clock)
+        *s->clock += s->advance_ms;
+    const char *body = s->body;
+    enum cma_errc fail = s->fail;
+    bool too_large = s->too_large_unfiltered && !keep;
+    s->inside--;
+    pthread_mutex_unlock(&s->mu);
+    if (fail != CMA_OK)
+        return cma_err_set(reterr, fail, "stub failure");
+    if (too_large)
+        return cma_err_set(reterr, CMA_ERR_TOO_LARGE, "stub: too large unfiltered");
+    return decode(s, body, keep, keep_ctx, ret, reterr);
+}
+
+static enum cma_errc stub_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
+                                 cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+{
+    struct stub *s = ctx;
+    (void)match;
+    (void)start_ms;
+    (void)end_ms;
+    (void)reterr;
+    pthread_mutex_lock(&s->mu);
+    s->calls++;
+    pthread_mutex_unlock(&s->mu);
+    struct cma_label_view l = {.name = "pod", .name_len = 3, .value = "a", .value_len = 1};
+    return fn(fn_ctx, "up", 2, &l, 1) == 0 ? CMA_OK : CMA_ERR_INTERNAL;
+}
+
+static const char *stub_name(const void *ctx)
+{
+    (void)ctx;
+    return "stub";
+}
+
+static const struct cma_backend_ops STUB_OPS = {stub_query, stub_series, stub_name};
+
+static void stub_init(struct stub *s)
+{
+    memset(s, 0, sizeof(*s));
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->body = BODY("1");
+    atomic_init(&s->budget.used, 0);
+    s->budget.max = 1 << 20;
+}
+
+static void stub_done(struct stub *s)
+{
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+}
+
+static void stub_release(struct stub *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->released = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int stub_calls(struct stub *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->calls;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+/* Waits until `inside` queries are held in the stub (a liveness bound, not a timing check). */
+static void stub_wait_inside(struct stub *s, int inside)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 60;
+    pthread_mutex_lock(&s->mu);
+    while (s->inside < inside)
+        assert_int_equal(pthread_cond_timedwait(&s->cv, &s->mu, &until), 0);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int64_t fake_clock(void *ctx)
+{
+    return *(int64_t *)ctx;
+}
+
+struct fixture {
+    struct stub stub;
+    int64_t now;
+    struct cma_backend_cache *cache;
+    struct cma_backend backend;
+};
+
+static void fixture_init(struct fixture *f, int64_t ttl_ms, size_t max_bytes)
+{
+    stub_init(&f->stub);
+    f->now = 0;
+    struct cma_backend_cache_config cfg = {
+        .ttl_ms = ttl_ms,
+        .max_bytes = max_bytes,
+        .clock_ms = fake_clock,
+        .clock_ctx = &f->now,
+    };
+    struct cma_err err = {0};
+    assert_int_equal(cma_backend_cache_new(&cfg, &f->cache, &err), CMA_OK);
+    struct cma_backend inner = {.ops = &STUB_OPS, .ctx = &f->stub};
+    assert_int_equal(cma_backend_cache_wrap(f->cache, &inner, &f->backend, &err), CMA_OK);
+}
+
+static void fixture_done(struct fixture *f)
+{
+    cma_backend_cache_free(f->cache);
+    assert_int_equal(atomic_load(&f->stub.budget.used), 0);
+    stub_done(&f->stub);
+}
+
+static struct cma_backend_cache_stats stats_of(struct fixture *f)
+{
+    struct cma_backend_cache_stats st;
+    cma_backend_cache_stats(f->cache, &st);
+    return st;
+}
+
+/* Waits until `n` requests joined a query in flight (liveness bound only). */
+static void wait_coalesced(struct fixture *f, uint64_t n)
+{
+    for (int i = 0; i < 60000 && stats_of(f).coalesced < n; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    assert_int_equal(stats_of(f).coalesced, n);
+}
+
+/* keep: the pods named in the NULL-terminated list ctx. */
+static bool keep_pods(void *ctx, const struct cma_label_view *labels, size_t n_labels)
+{
+    const char *const *pods = ctx;
+    for (size_t i = 0; i < n_labels; i++) {
+        if (strcmp(labels[i].name, "pod") != 0)
+            continue;
+        for (size_t j = 0; pods[j]; j++)
+            if (strcmp(pods[j], labels[i].value) == 0)
+                return true;
+    }
+    return false;
+}
+
+static const char *const ONLY_A[] = {"a", NULL};
+static const char *const ONLY_B[] = {"b", NULL};
+static const char *const A_AND_C[] = {"a", "c", NULL};
+static const char *const NONE[] = {NULL};
+
+static enum cma_errc query(struct fixture *f, const char *promql, int64_t time_ms,
+                           const char *const *pods, struct cma_prom_result **ret,
+                           struct cma_err *err)
+{
+    return cma_backend_query(&f->backend, promql, time_ms, pods ? keep_pods : NULL, (void *)pods,
+                             ret, err);
+}
+
+/* Queries and frees, returning the first sample's value (-1 when none). */
+static double query_value(struct fixture *f, const char *promql, int64_t time_ms)
+{
+    struct cma_prom_result *r = NULL;
+    struct cma_err err = {0};
+    assert_int_equal(query(f, promql, time_ms, ONLY_A, &r, &err), CMA_OK);
+    double v = r->n_samples ? r->samples[0].value : -1;
+    cma_prom_result_free(r);
+    return v;
+}
+
+/* ---- concurrent callers ------------------------------------------------------------------- */
+
+struct caller {
+    pthread_t thread;
+    struct fixture *f;
+    const char *promql;
+    const char *const *pods;
+    enum cma_errc rc;
+    struct cma_err err;
+    struct cma_prom_result *result;
+};
+
+static void *caller_run(void *arg)
+{
+    struct caller *c = arg;
+    cma_err_clear(&c->err);
+    c->rc = query(c->f, c->promql, T0, c->pods, &c->result, &c->err);
+    return NULL;
+}
+
+static void start_callers(struct caller *c, size_t n, struct fixture *f, const char *promql)
+{
+    static const char *const *const pods[] = {ONLY_A, ONLY_B, A_AND_C, NONE, NULL};
+    for (size_t i = 0; i < n; i++) {
+        c[i] = (struct caller){.f = f, .promql = promql, .pods = pods[i % 5]};
+        assert_int_equal(pthread_create(&c[i].thread, NULL, caller_run, &c[i]), 0);
+    }
+}
+
+static void join_callers(struct caller *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(pthread_join(c[i].thread, NULL), 0);
+}
+
+/* The pods of a result as "a,c" (sample order). */
+static const char *pods_of(const struct cma_prom_result *r, char *out, size_t len)
+{
+    out[0] = '\0';
+    for (size_t i = 0; i < r->n_samples; i++) {
+        const char *pod = cma_sample_label(&r->samples[i], "pod");
+        size_t used = strlen(out);
+        snprintf(out + used, len - used, "%s%s", i ? "," : "", pod ? pod : "?");
+    }
+    return out;
+}
+
+#define N_CALLERS 10
+
+static void test_cma_backend_cache__concurrent_identical_queries_go_out_once(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 0, 0); /* TTL 0: coalescing only */
+    f.stub.hold = true;
+    struct caller c[N_CALLERS];
+    start_callers(c, N_CALLERS, &f, "sum(up) by (pod)");
+    stub_wait_inside(&f.stub, 1);
+    wait_coalesced(&f, N_CALLERS - 1);
+    stub_release(&f.stub);
+    join_callers(c, N_CALLERS);
+    assert_int_equal(stub_calls(&f.stub), 1);
+    assert_int_equal(f.stub.calls_with_keep, 0); /* the shared answer is fetched unfiltered */
+    /* every caller got its own answer, filtered by its own keep */
+    static const char *const want[] = {"a", "b", "a,c", "", "a,b,c"};
+    for (size_t i = 0; i < N_CALLERS; i++) {
+        char got[64];
+        assert_int_equal(c[i].rc, CMA_OK);
+        assert_string_equal(pods_of(c[i].result, got, sizeof(got)), want[i % 5]);
+        assert_int_equal(c[i].result->n_seen, 3);
+        for (size_t j = 0; j < c[i].result->n_samples; j++)
+            assert_true(c[i].result->samples[j].value == 1.0);
+    }
+    for (size_t i = 0; i < N_CALLERS; i++)
+        cma_prom_result_free(c[i].result);
+    /* TTL 0: nothing kept, the next query goes out again */
+    assert_int_equal(stats_of(&f).n_cached, 0);
+    assert_true(query_value(&f, "sum(up) by (pod)", T0) == 1.0);
+    assert_int_equal(stub_calls(&f.stub), 2);
+    fixture_done(&f);
+}
+
+static void test_cma_backend_cache__different_promql_go_out_separately(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    f.stub.hold = true;
+    struct caller c[2];
+    start_callers(&c[0], 1, &f, "sum(up) by (pod)");
+    start_callers(&c[1], 1, &f, "max(up) by (pod)");
+    stub_wait_inside(&f.stub, 2); /* both are in the backend at once: neither joined the other */
+    stub_release(&f.stub);
+    join_callers(c, 2);
+    assert_int_equal(stub_calls(&f.stub), 2);
+    assert_int_equal(stats_of(&f).coalesced, 0);
+    assert_int_equal(c[0].rc, CMA_OK);
+    assert_int_equal(c[1].rc, CMA_OK);
+    cma_prom_result_free(c[0].result);
+    cma_prom_result_free(c[1].result);
+    assert_int_equal(stats_of(&f).n_cached, 2);
+    fixture_done(&f);
+}
+
+static void test_cma_backend_cache__errors_reach_every_waiter_and_are_not_cached(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    f.stub.hold = true;
+    f.stub.fail = CMA_ERR_BACKEND_TIMEOUT;
+    struct caller c[N_CALLERS];
+    start_callers(c, N_CALLERS, &f, "sum(up) by (pod)");
+    stub_wait_inside(&f.stub, 1);
+    wait_coalesced(&f, N_CALLERS - 1);
+    stub_release(&f.stub);
+    join_callers(c, N_CALLERS);
+    assert_int_equal(stub_calls(&f.stub), 1);
+    for (size_t i = 0; i < N_CALLERS; i++) {
+        assert_int_equal(c[i].rc, CMA_ERR_BACKEND_TIMEOUT);
+        assert_int_equal(c[i].err.code, CMA_ERR_BACKEND_TIMEOUT);
+        assert_string_equal(c[i].err.msg, "stub failure");
+        assert_null(c[i].result);
+    }
+    /* the next request asks the backend again, and gets its answer once it recovers */
+    f.stub.fail = CMA_OK;
+    assert_true(query_value(&f, "sum(up) by (pod)", T0) == 1.0);
+    assert_int_equal(stub_calls(&f.stub), 2);
+    fixture_done(&f);
+}
+
+/* ---- the cache ---------------------------------------------------------------------------- */
+
+static void test_cma_backend_cache__serves_an_answer_until_its_ttl(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    f.stub.clock = &f.now;
+    f.stub.advance_ms = 3000; /* the backend takes 3 s: the answer's age starts when it comes */
+    assert_true(query_value(&f, "q", T0) == 1.0);
+    assert_int_equal(f.now, 3000);
+    f.stub.body = BODY("2"); /* the backend's data changes */
+    f.now = 7999;            /* 4,999 ms after the answer */
+    assert_true(query_value(&f, "q", T0 + 4999) == 1.0);
+    assert_int_equal(stub_calls(&f.stub), 1);
+    assert_int_equal(stats_of(&f).hits, 1);
+    f.now = 8000; /* 5,000 ms after the answer: expired, never served */
+    assert_true(query_value(&f, "q", T0 + 5000) == 2.0);
+    assert_int_equal(stub_calls(&f.stub), 2);
+    assert_int_equal(stats_of(&f).n_cached, 1); /* the new answer replaced the old one */
+    fixture_done(&f);
+}
+
+static void test_cma_backend_cache__ttl_zero_keeps_nothing(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 0, 0);
+    assert_true(query_value(&f, "q", T0) == 1.0);
+    assert_true(query_value(&f, "q", T0) == 1.0);
+    assert_int_equal(stub_calls(&f.stub), 2);
+    assert_int_equal(stats_of(&f).hits, 0);
+    assert_int_equal(stats_of(&f).bytes, 0);
+    fixture_done(&f);
+}
+
+static void test_cma_backend_cache__other_evaluation_time_goes_to_the_backend(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    assert_true(query_value(&f, "q", T0) == 1.0);
+    /* "now" on another thread that read its clock a little earlier: shares the evaluation */
+    assert_true(query_value(&f, "q", T0 - 500) == 1.0);
+    assert_int_equal(stub_calls(&f.stub), 1);
+    /* an explicit time a minute earlier is another question */
+    assert_true(query_value(&f, "q", T0 - 60000) == 1.0);
+    assert_int_equal(stub_calls(&f.stub), 2);
+    fixture_done(&f);
+}
+
+static void test_cma_backend_cache__hits_are_filtered_per_caller(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    struct cma_prom_result *a = NULL, *ac = NULL, *all = NULL;
+    struct cma_err err = {0};
+    assert_int_equal(query(&f, "q", T0, ONLY_A, &a, &err), CMA_OK);
+    assert_int_equal(query(&f, "q", T0, A_AND_C, &ac, &err), CMA_OK);
+    assert_int_equal(query(&f, "q", T0, NULL, &all, &err), CMA_OK);
+    assert_int_equal(stub_calls(&f.stub), 1);
+    char got[64];
+    assert_string_equal(pods_of(a, got, sizeof(got)), "a");
+    cma_prom_result_free(a); /* each copy is its own */
+    assert_string_equal(pods_of(ac, got, sizeof(got)), "a,c");
+    assert_string_equal(pods_of(all, got, sizeof(got)), "a,b,c");
+    assert_string_equal(cma_sample_label(&all->samples[1], "namespace"), "ns");
+    assert_int_equal(all->samples[1].timestamp_ms, 1000500);
+    cma_prom_result_free(ac);
+    cma_prom_result_free(all);
+    fixture_done(&f);
+}
+
+/* The bytes one cached answer of promql "qN" takes (measured on a cache of its own). */
+static size_t one_entry_bytes(void)
+{
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    assert_true(query_value(&f, "q1", T0) == 1.0);
+    size_t bytes = stats_of(&f).bytes;
+    assert_true(bytes > 0);
+    fixture_done(&f);
+    return bytes;
+}
+
+static void test_cma_backend_cache__byte_bound_evicts_the_oldest(void **state)
+{
+    (void)state;
+    size_t one = one_entry_bytes();
+    struct fixture f;
+    fixture_init(&f, 5000, 2 * one + one / 2); /* room for two */
+    query_value(&f, "q1", T0);
+    query_value(&f, "q2", T0);
+    query_value(&f, "q3", T0);
+    struct cma_backend_cache_stats st = stats_of(&f);
+    assert_int_equal(st.evictions, 1);
+    assert_int_equal(st.n_cached, 2);
+    assert_true(st.bytes <= 2 * one + one / 2);
+    assert_int_equal(stub_calls(&f.stub), 3);
+    query_value(&f, "q3", T0); /* kept */
+    query_value(&f, "q2", T0); /* kept */
+    assert_int_equal(stub_calls(&f.stub), 3);
+    query_value(&f, "q1", T0); /* evicted: asked again (and q2, now the oldest, makes room) */
+    assert_int_equal(stub_calls(&f.stub), 4);
+    fixture_done(&f);
+}
+
+static void test_cma_backend_cache__answer_over_the_bound_is_not_kept(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 64);
+    assert_true(query_value(&f, "q", T0) == 1.0);
+    assert_true(query_value(&f, "q", T0) == 1.0);
+    assert_int_equal(stub_calls(&f.stub), 2);
+    assert_int_equal(stats_of(&f).n_cached, 0);
+    fixture_done(&f);
+}
+
+static void test_cma_backend_cache__copies_are_charged_to_the_budget(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    struct cma_prom_result *a = NULL, *ac = NULL;
+    struct cma_err err = {0};
+    assert_int_equal(query(&f, "q", T0, ONLY_A, &a, &err), CMA_OK);
+    /* only the caller's copy holds the budget; the cached answer counts against max_bytes */
+    assert_int_equal(atomic_load(&f.stub.budget.used), a->charged);
+    assert_true(a->charged > 0);
+    assert_int_equal(query(&f, "q", T0, A_AND_C, &ac, &err), CMA_OK);
+    assert_int_equal(atomic_load(&f.stub.budget.used), a->charged + ac->charged);
+    cma_prom_result_free(a);
+    cma_prom_result_free(ac);
+    assert_int_equal(atomic_load(&f.stub.budget.used), 0);
+    /* a copy that does not fit in what others hold is refused like a decoded answer */
+    atomic_store(&f.stub.budget.used, f.stub.budget.max - 10);
+    struct cma_prom_result *r = NULL;
+    assert_int_equal(query(&f, "q", T0, ONLY_A, &r, &err), CMA_ERR_TOO_MANY_REQUESTS);
+    assert_null(r);
+    assert_non_null(strstr(err.msg, "--prometheus-max-bytes-in-flight"));
+    assert_int_equal(atomic_load(&f.stub.budget.used), f.stub.budget.max - 10);
+    atomic_store(&f.stub.budget.used, 0);
+    fixture_done(&f);
+}
+
+static void test_cma_backend_cache__too_large_shared_answer_falls_back_to_filtered(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    f.stub.too_large_unfiltered = true;
+    struct cma_prom_result *r = NULL;
+    struct cma_err err = {0};
+    assert_int_equal(query(&f, "q", T0, ONLY_B, &r, &err), CMA_OK);
+    char got[64];
+    assert_string_equal(pods_of(r, got, sizeof(got)), "b");
+    cma_prom_result_free(r);
+    assert_int_equal(stub_calls(&f.stub), 2); /* the shared try, then its own */
+    assert_int_equal(f.stub.calls_with_keep, 1);
+    /* a caller that keeps everything gets the error itself */
+    cma_err_clear(&err);
+    assert_int_equal(query(&f, "q", T0, NULL, &r, &err), CMA_ERR_TOO_LARGE);
+    assert_string_equal(err.msg, "stub: too large unfiltered");
+    fixture_done(&f);
+}
+
+static int count_series(void *ctx, const char *metric, size_t metric_len,
+                        const struct cma_label_view *labels, size_t n_labels)
+{
+    (void)metric;
+    (void)labels;
+    (void)n_labels;
+    assert_int_equal(metric_len, 2);
+    (*(int *)ctx)++;
+    return 0;
+}
+
+static void test_cma_backend_cache__series_and_name_pass_through(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    int n = 0;
+    struct cma_err err = {0};
+    assert_int_equal(cma_backend_series(&f.backend, "up", 1, 2, count_series, &n, &err), CMA_OK);
+    assert_int_equal(cma_backend_series(&f.backend, "up", 1, 2, count_series, &n, &err), CMA_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(stub_calls(&f.stub), 2); /* never cached */
+    assert_string_equal(cma_backend_name(&f.backend), "stub");
+    fixture_done(&f);
+}
+
+static void test_cma_backend_cache_wrap__refuses_no_backend(void **state)
+{
+    (void)state;
+    struct cma_backend_cache *c = NULL;
+    struct cma_err err = {0};
+    assert_int_equal(cma_backend_cache_new(NULL, &c, &err), CMA_OK);
+    struct cma_backend out, none = {0};
+    assert_int_equal(cma_backend_cache_wrap(c, &none, &out, &err), CMA_ERR_INTERNAL);
+    cma_backend_cache_free(c);
+    cma_backend_cache_free(NULL);
+}
+
+static void test_cma_prom_result_filter__keeps_a_scalar(void **state)
+{
+    (void)state;
+    struct cma_prom_result *src = NULL, *copy = NULL;
+    struct cma_err err = {0};
+    const char *body = "{\"status\":\"success\",\"data\":{\"resultType\":\"scalar\","
+                       "\"result\":[1000,\"7\"]}}";
+    assert_int_equal(cma_prom_decode_query(body, strlen(body), &src, &err), CMA_OK);
+    assert_int_equal(cma_prom_result_filter(src, keep_pods, (void *)NONE, &copy, &err), CMA_OK);
+    assert_int_equal(copy->type, CMA_PROM_SCALAR);
+    assert_int_equal(copy->n_samples, 1);
+    assert_true(copy->samples[0].value == 7.0);
+    assert_null(copy->budget);
+    cma_prom_result_free(copy);
+    cma_prom_result_free(src);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cma_backend_cache__concurrent_identical_queries_go_out_once),
+        cmocka_unit_test(test_cma_backend_cache__different_promql_go_out_separately),
+        cmocka_unit_test(test_cma_backend_cache__errors_reach_every_waiter_and_are_not_cached),
+        cmocka_unit_test(test_cma_backend_cache__serves_an_answer_until_its_ttl),
+        cmocka_unit_test(test_cma_backend_cache__ttl_zero_keeps_nothing),
+        cmocka_unit_test(test_cma_backend_cache__other_evaluation_time_goes_to_the_backend),
+        cmocka_unit_test(test_cma_backend_cache__hits_are_filtered_per_caller),
+        cmocka_unit_test(test_cma_backend_cache__byte_bound_evicts_the_oldest),
+        cmocka_unit_test(test_cma_backend_cache__answer_over_the_bound_is_not_kept),
+        cmocka_unit_test(test_cma_backend_cache__copies_are_charged_to_the_budget),
+        cmocka_unit_test(test_cma_backend_cache__too_large_shared_answer_falls_back_to_filtered),
+        cmocka_unit_test(test_cma_backend_cache__series_and_name_pass_through),
+        cmocka_unit_test(test_cma_backend_cache_wrap__refuses_no_backend),
+        cmocka_unit_test(test_cma_prom_result_filter__keeps_a_scalar),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
