@@ -14,11 +14,22 @@
 #include "cma/err.h"
 #include "cma/prom.h"
 
+/* Which series of a query's answer a caller needs; a NULL filter keeps every series. `id` names
+ * the filter: two filters with equal ids keep exactly the same series (the API layer uses the
+ * sorted object names the request resolved to). A filter without an id is never shared with
+ * another caller: the query cache sends such a query on its own. */
+struct cma_keep {
+    cma_sample_keep_fn fn;
+    void *ctx;
+    const char *id;
+};
+
 struct cma_backend_ops {
     /* An instant query at time_ms; only the series keep() accepts are stored (see
      * cma_prom_query). Caller owns *ret: cma_prom_result_free(). */
-    enum cma_errc (*query)(void *ctx, const char *promql, int64_t time_ms, cma_sample_keep_fn keep,
-                           void *keep_ctx, struct cma_prom_result **ret, struct cma_err *reterr);
+    enum cma_errc (*query)(void *ctx, const char *promql, int64_t time_ms,
+                           const struct cma_keep *keep, struct cma_prom_result **ret,
+                           struct cma_err *reterr);
     /* The series matching `match` between start_ms and end_ms, streamed to fn (see
      * cma_prom_series), bounded by the backend's series deadline. */
     enum cma_errc (*series)(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
@@ -36,8 +47,8 @@ struct cma_backend {
 struct cma_backend cma_backend_prom(struct cma_prom *prom);
 
 enum cma_errc cma_backend_query(const struct cma_backend *b, const char *promql, int64_t time_ms,
-                                cma_sample_keep_fn keep, void *keep_ctx,
-                                struct cma_prom_result **ret, struct cma_err *reterr);
+                                const struct cma_keep *keep, struct cma_prom_result **ret,
+                                struct cma_err *reterr);
 enum cma_errc cma_backend_series(const struct cma_backend *b, const char *match, int64_t start_ms,
                                  int64_t end_ms, cma_series_fn fn, void *fn_ctx,
                                  struct cma_err *reterr);

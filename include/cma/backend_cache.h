@@ -3,7 +3,8 @@
  * time (the result cache, --metrics-cache-ttl, bounded by --metrics-cache-max-bytes).
  *
  * One struct cma_backend_cache is created by main and may wrap several backends (one per
- * cma_backend_cache_wrap call); entries are keyed by (wrapped backend, PromQL), and the byte bound
+ * cma_backend_cache_wrap call); entries are keyed by (wrapped backend, PromQL, keep filter id:
+ * struct cma_keep in backend.h), and the byte bound
  * is shared by all of them. Every operation may be called from any thread at once (one mutex
  * guards the table; the backend is called without it). Series listings are passed through,
  * never coalesced or cached.
@@ -13,14 +14,13 @@
  *   except that the answer may be one the backend gave for the same PromQL at a nearby time:
  *   the evaluation time of the request that went out (the leader), when the caller's time_ms is
  *   within the match window of it (below);
- * - its own result, holding only the series its keep() accepts (the shared answer is fetched
- *   with keep NULL and copied, filtered, for each caller), charged to the same byte budget as
- *   the inner backend's results (struct cma_prom_budget of the shared answer); freed with
- *   cma_prom_result_free() as usual;
+ * - its own result, holding only the series its filter keeps: the shared answer is fetched with
+ *   the leader's filter (equal to every sharer's, by id), so it is no larger than what one caller
+ *   needs and the decoder's memory bound holds; each caller gets a copy charged to the same byte
+ *   budget as the inner backend's results (struct cma_prom_budget of the shared answer); freed
+ *   with cma_prom_result_free() as usual. A filter without an id goes to the backend on its own;
  * - errors are never cached: every caller waiting on a failed query gets a copy of its error,
- *   and the next request asks the backend again. When the shared (unfiltered) answer is too
- *   large (CMA_ERR_TOO_LARGE) a caller with a keep filter asks the backend itself, filtered, as
- *   it would without this wrapper.
+ *   and the next request asks the backend again.
  *
  * The match window: a request at time_ms joins a query in flight evaluated at t (the leader's
  * time_ms) when t - CMA_BACKEND_CACHE_SKEW_MS <= time_ms <= t + (time since the leader started)

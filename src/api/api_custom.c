@@ -221,8 +221,10 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
     if (rc == CMA_OK) {
         keep.label = cma_buf_str(res_label);
         cma_log_v(5, "custom metric %s/%s: %s", cr->gr, cr->metric, cma_buf_str(promql));
-        rc = cma_backend_query(&app->backend, cma_buf_str(promql), cma_clock_wall_ms(), keep_named,
-                               &keep, &result, err);
+        struct cma_keep filter = {
+            keep_named, &keep, cma_api_keep_id(cr->arena, keep.label, keep.sorted, NULL, keep.n)};
+        rc = cma_backend_query(&app->backend, cma_buf_str(promql), cma_clock_wall_ms(), &filter,
+                               &result, err);
         if (rc != CMA_OK)
             cma_err_prefix(err, "unable to fetch metrics from prometheus: ");
         else

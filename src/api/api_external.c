@@ -138,7 +138,7 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct cma_catalog *c
         cma_log_v(5, "external metric %s in namespace %s: %s", entry->metric, namespace_,
                   cma_buf_str(promql));
         /* every series is an item of the answer: all are kept (the budget bounds them) */
-        rc = cma_backend_query(&app->backend, cma_buf_str(promql), cma_clock_wall_ms(), NULL, NULL,
+        rc = cma_backend_query(&app->backend, cma_buf_str(promql), cma_clock_wall_ms(), NULL,
                                &result, err);
         if (rc != CMA_OK)
             cma_err_prefix(err, "unable to fetch metrics from prometheus: ");

@@ -54,6 +54,12 @@ enum cma_errc cma_api_adopt_names(struct cma_arena *arena, char **names, size_t 
                                   struct cma_err *err);
 /* A cma_buf with ceiling max_bytes whose memory goes with the arena; NULL with err set. */
 struct cma_buf *cma_api_buf(struct cma_arena *arena, size_t max_bytes, struct cma_err *err);
+/* The id of a keep filter (struct cma_keep, backend.h) for the query cache: `head`, then each
+ * of the n strings items[i] (and, when seconds is not NULL, "/" seconds[i]), one per line, in the
+ * arena. Two requests with the same id keep the same series. NULL (the query is not shared) when
+ * it would exceed 1 MiB or memory runs out. */
+const char *cma_api_keep_id(struct cma_arena *arena, const char *head, const char *const *items,
+                            const char *const *seconds, size_t n);
 /* Zeroed memory for n elements of size bytes in the arena; NULL with err set. */
 void *cma_api_array(struct cma_arena *arena, size_t n, size_t size, struct cma_err *err);
 

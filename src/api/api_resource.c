@@ -433,6 +433,25 @@ static bool keep_listed(void *ctx, const struct cma_label_view *labels, size_t n
     return find_object(k->rr, ns, name) >= 0;
 }
 
+/* keep_listed's id for the query cache: what it depends on (the kind, the two labels, the
+ * request's namespace) and the listed objects, "namespace/name" each. NULL: not shared. */
+static const char *listed_id(const struct resource_request *rr, const struct resource_result *r)
+{
+    const char *head = cma_arena_printf(rr->arena, "%s %s %s %s", rr->nodes ? "nodes" : "pods",
+                                        r->object_label ? cma_buf_str(r->object_label) : "",
+                                        r->namespace_label ? cma_buf_str(r->namespace_label) : "",
+                                        rr->namespace_ ? rr->namespace_ : "");
+    const char **names = cma_arena_array(rr->arena, rr->n_objs + 1, sizeof(*names));
+    const char **spaces = cma_arena_array(rr->arena, rr->n_objs + 1, sizeof(*spaces));
+    if (!head || !names || !spaces)
+        return NULL;
+    for (size_t i = 0; i < rr->n_objs; i++) { /* the selected ones: what keep_listed looks in */
+        names[i] = rr->objs[i].name;
+        spaces[i] = rr->objs[i].namespace_;
+    }
+    return cma_api_keep_id(rr->arena, head, spaces, names, rr->n_objs);
+}
+
 /* Renders and runs the containerQuery or nodeQuery of one resource (cpu or memory). */
 static enum cma_errc run_query(struct resource_request *rr, const struct cma_resource_query *q,
                                const char *what, struct resource_result *out, struct cma_err *err)
@@ -498,8 +517,9 @@ static enum cma_errc run_query(struct resource_request *rr, const struct cma_res
         cma_log_v(5, "resource metrics %s for %zu %s: %s", what, rr->n_names,
                   rr->nodes ? "nodes" : "pods", cma_buf_str(promql));
         struct keep_objects keep = {rr, out};
-        rc = cma_backend_query(&rr->app->backend, cma_buf_str(promql), rr->now_ms, keep_listed,
-                               &keep, &out->result, err);
+        struct cma_keep filter = {keep_listed, &keep, listed_id(rr, out)};
+        rc = cma_backend_query(&rr->app->backend, cma_buf_str(promql), rr->now_ms, &filter,
+                               &out->result, err);
         if (rc != CMA_OK)
             cma_err_prefix(err, "unable to fetch %s metrics from prometheus: ", what);
         else

@@ -162,6 +162,26 @@ struct cma_buf *cma_api_buf(struct cma_arena *arena, size_t max_bytes, struct cm
     return cma_api_adopt(arena, free_buf, b, err) == CMA_OK ? b : NULL;
 }
 
+const char *cma_api_keep_id(struct cma_arena *arena, const char *head, const char *const *items,
+                            const char *const *seconds, size_t n)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_buf *b = cma_api_buf(arena, (size_t)1 << 20, &err);
+    enum cma_errc rc = b ? cma_buf_appends(b, head) : CMA_ERR_NOMEM;
+    for (size_t i = 0; rc == CMA_OK && i < n; i++) {
+        rc = cma_buf_appendc(b, '\n');
+        if (rc == CMA_OK)
+            rc = cma_buf_appends(b, items[i] ? items[i] : "");
+        if (rc == CMA_OK && seconds) {
+            rc = cma_buf_appendc(b, '/');
+            if (rc == CMA_OK)
+                rc = cma_buf_appends(b, seconds[i] ? seconds[i] : "");
+        }
+    }
+    return rc == CMA_OK ? cma_buf_str(b) : NULL;
+}
+
 void *cma_api_array(struct cma_arena *arena, size_t n, size_t size, struct cma_err *err)
 {
     void *p = cma_arena_array(arena, n, size);

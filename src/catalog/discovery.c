@@ -350,11 +350,11 @@ static enum cma_errc counting_series(void *ctx, const char *match, int64_t start
 }
 
 static enum cma_errc counting_query(void *ctx, const char *promql, int64_t time_ms,
-                                    cma_sample_keep_fn keep, void *keep_ctx,
-                                    struct cma_prom_result **ret, struct cma_err *reterr)
+                                    const struct cma_keep *keep, struct cma_prom_result **ret,
+                                    struct cma_err *reterr)
 {
     struct counting *c = ctx;
-    return cma_backend_query(c->inner, promql, time_ms, keep, keep_ctx, ret, reterr);
+    return cma_backend_query(c->inner, promql, time_ms, keep, ret, reterr);
 }
 
 static const char *counting_name(const void *ctx)

@@ -6,10 +6,11 @@
 #include <stddef.h>
 
 static enum cma_errc prom_query(void *ctx, const char *promql, int64_t time_ms,
-                                cma_sample_keep_fn keep, void *keep_ctx,
-                                struct cma_prom_result **ret, struct cma_err *reterr)
+                                const struct cma_keep *keep, struct cma_prom_result **ret,
+                                struct cma_err *reterr)
 {
-    return cma_prom_query(ctx, promql, time_ms, keep, keep_ctx, ret, reterr);
+    return cma_prom_query(ctx, promql, time_ms, keep ? keep->fn : NULL, keep ? keep->ctx : NULL,
+                          ret, reterr);
 }
 
 static enum cma_errc prom_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
@@ -35,12 +36,12 @@ struct cma_backend cma_backend_prom(struct cma_prom *prom)
 }
 
 enum cma_errc cma_backend_query(const struct cma_backend *b, const char *promql, int64_t time_ms,
-                                cma_sample_keep_fn keep, void *keep_ctx,
-                                struct cma_prom_result **ret, struct cma_err *reterr)
+                                const struct cma_keep *keep, struct cma_prom_result **ret,
+                                struct cma_err *reterr)
 {
     if (!b || !b->ops || !b->ops->query)
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "no backend to query");
-    return b->ops->query(b->ctx, promql, time_ms, keep, keep_ctx, ret, reterr);
+    return b->ops->query(b->ctx, promql, time_ms, keep, ret, reterr);
 }
 
 enum cma_errc cma_backend_series(const struct cma_backend *b, const char *match, int64_t start_ms,

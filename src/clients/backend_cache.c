@@ -8,10 +8,14 @@
  *   answered, the byte count and the counters. Waiters sleep on one condition variable that is
  *   broadcast whenever a query finishes (a few dozen requests at most run at once, so a wake-up
  *   of the waiters of other queries costs nothing worth a condition variable per entry).
- * - An entry is a query in flight (the leader runs it with keep NULL, without the mutex) or a
- *   finished one. Once finished it never changes, so callers copy from it without the mutex
- *   while they hold a reference. References: one for the table, one per caller using it; the
- *   last one frees it (after the mutex is released: freeing a large answer is not done under it).
+ * - An entry is keyed by (wrapper, PromQL, keep filter id): callers share an answer only when
+ *   they ask the same query through the same backend and keep the same series (struct cma_keep;
+ *   a filter without an id is never shared). It is a query in flight (the leader runs it with its
+ *   own filter, without the mutex, so the shared answer holds only the series every sharer needs
+ *   and the decoder's memory bound holds) or a finished one. Once finished it never changes, so
+ * callers copy from it without the mutex while they hold a reference. References: one for the
+ * table, one per caller using it; the last one frees it (after the mutex is released: freeing a
+ * large answer is not done under it).
  * - A successful answer is cached when ttl_ms > 0 and it fits in max_bytes: its charge to the
  *   backend's byte budget is released then (the budget bounds answers being decoded and handed
  *   out; cached answers are bounded by max_bytes instead) and it joins the newest end of the
@@ -28,6 +32,7 @@
 #include <string.h>
 
 #include "cma/clock.h"
+#include "cma/hash.h"
 
 #define BUDGET_FLAG "--prometheus-max-bytes-in-flight"
 #define MIN_BUCKETS 64
@@ -45,6 +50,7 @@ struct entry {
     const struct wrapped *w;
     uint64_t hash;
     char *promql;
+    char *keep_id;       /* NULL: every series kept */
     int64_t time_ms;     /* evaluation time: the leader's time_ms */
     int64_t started_ms;  /* clock_ms when the leader started */
     int64_t answered_ms; /* clock_ms when the backend answered */
@@ -53,7 +59,7 @@ struct entry {
     bool done, cached;
     enum cma_errc rc;
     struct cma_err *err;            /* on error (NULL: no memory to keep it) */
-    struct cma_prom_result *result; /* unfiltered; NULL on error */
+    struct cma_prom_result *result; /* filtered by the key's filter; NULL on error */
 };
 
 struct cma_backend_cache {
@@ -225,13 +231,25 @@ enum cma_errc cma_prom_result_filter(const struct cma_prom_result *src, cma_samp
 
 /* ---- the table and the cached list (mutex held) ------------------------------------------ */
 
-/* FNV-1a over the PromQL, seeded with the wrapper's address (the key is both). */
-static uint64_t key_hash(const struct wrapped *w, const char *promql)
+/* The key's hash: the PromQL and the filter id, seeded with the wrapper's address. */
+static uint64_t key_hash(const struct wrapped *w, const char *promql, const char *keep_id)
 {
-    uint64_t h = 14695981039346656037ULL ^ (uint64_t)(uintptr_t)w;
-    for (const unsigned char *p = (const unsigned char *)promql; *p; p++)
-        h = (h ^ *p) * 1099511628211ULL;
+    uint64_t h = cma_hash_str(promql, strlen(promql)) ^ (uint64_t)(uintptr_t)w;
+    if (keep_id)
+        h = cma_hash_str(keep_id, strlen(keep_id)) ^ (h * 1099511628211ULL);
     return h;
+}
+
+static bool same_id(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static bool same_key(const struct entry *e, const struct wrapped *w, uint64_t hash,
+                     const char *promql, const char *keep_id)
+{
+    return e->hash == hash && e->w == w && strcmp(e->promql, promql) == 0 &&
+           same_id(e->keep_id, keep_id);
 }
 
 static void grow(struct cma_backend_cache *c)
@@ -302,6 +320,7 @@ static void free_garbage(struct entry *g)
         cma_prom_result_free(g->result);
         free(g->err);
         free(g->promql);
+        free(g->keep_id);
         free(g);
         g = next;
     }
@@ -332,11 +351,10 @@ static bool usable(const struct cma_backend_cache *c, const struct entry *e, int
 }
 
 static struct entry *find(struct cma_backend_cache *c, const struct wrapped *w, uint64_t hash,
-                          const char *promql, int64_t time_ms, int64_t now)
+                          const char *promql, const char *keep_id, int64_t time_ms, int64_t now)
 {
     for (struct entry *e = c->buckets[hash & (c->n_buckets - 1)]; e; e = e->chain)
-        if (e->hash == hash && e->w == w && strcmp(e->promql, promql) == 0 &&
-            usable(c, e, time_ms, now))
+        if (same_key(e, w, hash, promql, keep_id) && usable(c, e, time_ms, now))
             return e;
     return NULL;
 }
@@ -348,8 +366,7 @@ static void drop_superseded(struct cma_backend_cache *c, const struct entry *e,
     struct entry *o = c->buckets[e->hash & (c->n_buckets - 1)];
     while (o) {
         struct entry *next = o->chain;
-        if (o != e && o->cached && o->hash == e->hash && o->w == e->w &&
-            strcmp(o->promql, e->promql) == 0)
+        if (o != e && o->cached && same_key(o, e->w, e->hash, e->promql, e->keep_id))
             table_remove(c, o, garbage);
         o = next;
     }
@@ -358,7 +375,8 @@ static void drop_superseded(struct cma_backend_cache *c, const struct entry *e,
 /* Keeps e's answer (a success) when the cache is on and it fits; else e leaves the table. */
 static void keep_or_drop(struct cma_backend_cache *c, struct entry *e, struct entry **garbage)
 {
-    e->bytes = sizeof(*e) + strlen(e->promql) + 1 + result_bytes(e->result);
+    e->bytes = sizeof(*e) + strlen(e->promql) + 1 + (e->keep_id ? strlen(e->keep_id) + 1 : 0) +
+               result_bytes(e->result);
     if (c->ttl_ms <= 0 || e->bytes > c->max_bytes) {
         table_remove(c, e, garbage);
         return;
@@ -383,16 +401,19 @@ static void keep_or_drop(struct cma_backend_cache *c, struct entry *e, struct en
 /* ---- the query path ---------------------------------------------------------------------- */
 
 static struct entry *entry_new(const struct wrapped *w, uint64_t hash, const char *promql,
-                               int64_t time_ms, int64_t now)
+                               const char *keep_id, int64_t time_ms, int64_t now)
 {
     size_t len = strlen(promql) + 1;
     struct entry *e = calloc(1, sizeof(*e));
     char *copy = e ? malloc(len) : NULL;
-    if (!copy) {
+    char *id = copy && keep_id ? strdup(keep_id) : NULL;
+    if (!copy || (keep_id && !id)) {
+        free(copy);
         free(e);
         return NULL;
     }
     memcpy(copy, promql, len);
+    e->keep_id = id;
     e->w = w;
     e->hash = hash;
     e->promql = copy;
@@ -405,14 +426,15 @@ static struct entry *entry_new(const struct wrapped *w, uint64_t hash, const cha
 /* The entry this request uses, with a reference for it: a cached answer, a query in flight
  * (*leader false), or a new query it must run (*leader true). NULL when out of memory. */
 static struct entry *join_or_lead(struct cma_backend_cache *c, const struct wrapped *w,
-                                  const char *promql, int64_t time_ms, bool *leader)
+                                  const char *promql, const char *keep_id, int64_t time_ms,
+                                  bool *leader)
 {
-    uint64_t hash = key_hash(w, promql);
+    uint64_t hash = key_hash(w, promql, keep_id);
     struct entry *garbage = NULL;
     pthread_mutex_lock(&c->mu);
     int64_t now = c->clock_ms(c->clock_ctx);
     sweep(c, now, &garbage);
-    struct entry *e = find(c, w, hash, promql, time_ms, now);
+    struct entry *e = find(c, w, hash, promql, keep_id, time_ms, now);
     *leader = e == NULL;
     if (e) {
         e->refs++;
@@ -422,7 +444,7 @@ static struct entry *join_or_lead(struct cma_backend_cache *c, const struct wrap
             c->stats.coalesced++;
         while (!e->done)
             pthread_cond_wait(&c->done_cv, &c->mu);
-    } else if ((e = entry_new(w, hash, promql, time_ms, now))) {
+    } else if ((e = entry_new(w, hash, promql, keep_id, time_ms, now))) {
         table_insert(c, e);
         c->stats.inner_queries++;
     }
@@ -440,14 +462,14 @@ static struct cma_err *err_dup(const struct cma_err *err)
     return copy;
 }
 
-/* Runs the leader's query (unfiltered) and publishes its outcome to the waiters. */
-static void lead(struct cma_backend_cache *c, struct entry *e)
+/* Runs the leader's query (with its filter, which every sharer's equals) and publishes its
+ * outcome to the waiters. */
+static void lead(struct cma_backend_cache *c, struct entry *e, const struct cma_keep *keep)
 {
     struct cma_prom_result *result = NULL;
     struct cma_err err;
     cma_err_clear(&err);
-    enum cma_errc rc =
-        cma_backend_query(&e->w->inner, e->promql, e->time_ms, NULL, NULL, &result, &err);
+    enum cma_errc rc = cma_backend_query(&e->w->inner, e->promql, e->time_ms, keep, &result, &err);
     if (rc == CMA_OK && !result) {
         cma_err_set(&err, CMA_ERR_INTERNAL, "backend %s gave no result",
                     cma_backend_name(&e->w->inner));
@@ -482,42 +504,46 @@ static void release(struct cma_backend_cache *c, struct entry *e)
     free_garbage(garbage);
 }
 
-/* The inner backend on its own (out of memory here, or an answer too large to share). */
+/* The inner backend on its own (out of memory here, or a filter without an id). */
 static enum cma_errc direct(const struct wrapped *w, const char *promql, int64_t time_ms,
-                            cma_sample_keep_fn keep, void *keep_ctx, struct cma_prom_result **ret,
+                            const struct cma_keep *keep, struct cma_prom_result **ret,
                             struct cma_err *reterr)
 {
     struct cma_backend_cache *c = w->cache;
     pthread_mutex_lock(&c->mu);
     c->stats.inner_queries++;
     pthread_mutex_unlock(&c->mu);
-    return cma_backend_query(&w->inner, promql, time_ms, keep, keep_ctx, ret, reterr);
+    return cma_backend_query(&w->inner, promql, time_ms, keep, ret, reterr);
 }
 
 static enum cma_errc cached_query(void *ctx, const char *promql, int64_t time_ms,
-                                  cma_sample_keep_fn keep, void *keep_ctx,
-                                  struct cma_prom_result **ret, struct cma_err *reterr)
+                                  const struct cma_keep *keep, struct cma_prom_result **ret,
+                                  struct cma_err *reterr)
 {
     const struct wrapped *w = ctx;
     struct cma_backend_cache *c = w->cache;
+    if (keep && keep->fn && !keep->id) /* a filter nobody can match: not shared */
+        return direct(w, promql, time_ms, keep, ret, reterr);
+    const struct cma_keep *shared_keep = keep && keep->fn ? keep : NULL;
     bool leader = false;
-    struct entry *e = join_or_lead(c, w, promql, time_ms, &leader);
+    struct entry *e =
+        join_or_lead(c, w, promql, shared_keep ? shared_keep->id : NULL, time_ms, &leader);
     if (!e)
-        return direct(w, promql, time_ms, keep, keep_ctx, ret, reterr);
+        return direct(w, promql, time_ms, keep, ret, reterr);
     if (leader)
-        lead(c, e);
+        lead(c, e, shared_keep);
     /* e is finished and immutable now; our reference keeps it. */
-    enum cma_errc shared = e->rc, rc = shared;
-    bool retry = shared == CMA_ERR_TOO_LARGE && keep;
-    if (shared == CMA_OK)
-        rc = cma_prom_result_filter(e->result, keep, keep_ctx, ret, reterr);
-    else if (!retry && e->err)
+    enum cma_errc rc = e->rc;
+    if (rc == CMA_OK)
+        rc = cma_prom_result_filter(e->result, shared_keep ? shared_keep->fn : NULL,
+                                    shared_keep ? shared_keep->ctx : NULL, ret, reterr);
+    else if (e->err)
         cma_err_copy(reterr, e->err);
-    else if (!retry)
+    else
         cma_err_set(reterr, rc, "backend %s: query failed (%s)", cma_backend_name(&w->inner),
                     cma_errc_meaning(rc));
     release(c, e);
-    return retry ? direct(w, promql, time_ms, keep, keep_ctx, ret, reterr) : rc;
+    return rc;
 }
 
 static enum cma_errc cached_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,

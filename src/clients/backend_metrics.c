@@ -45,12 +45,12 @@ static void record(struct cma_backend_measured *s, const char *endpoint, enum cm
 }
 
 static enum cma_errc measured_query(void *ctx, const char *promql, int64_t time_ms,
-                                    cma_sample_keep_fn keep, void *keep_ctx,
-                                    struct cma_prom_result **ret, struct cma_err *reterr)
+                                    const struct cma_keep *keep, struct cma_prom_result **ret,
+                                    struct cma_err *reterr)
 {
     struct cma_backend_measured *s = ctx;
     int64_t t0 = now_ns();
-    enum cma_errc rc = cma_backend_query(&s->inner, promql, time_ms, keep, keep_ctx, ret, reterr);
+    enum cma_errc rc = cma_backend_query(&s->inner, promql, time_ms, keep, ret, reterr);
     record(s, "query", rc, t0);
     return rc;
 }

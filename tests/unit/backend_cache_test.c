@@ -36,7 +36,7 @@ struct stub {
     bool released;
     int calls_with_keep;
     enum cma_errc fail;        /* answer with this error instead (CMA_OK: answer BODY) */
-    bool too_large_unfiltered; /* CMA_ERR_TOO_LARGE when keep is NULL */
+    bool too_large_unfiltered; /* CMA_ERR_TOO_LARGE when no filter is given */
     const char *body;          /* the answer */
     int64_t *clock;            /* advanced by advance_ms during each query (a slow backend) */
     int64_t advance_ms;
@@ -56,9 +56,11 @@ static enum cma_errc decode(struct stub *s, const char *body, cma_sample_keep_fn
 }
 
 static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
-                                cma_sample_keep_fn keep, void *keep_ctx,
-                                struct cma_prom_result **ret, struct cma_err *reterr)
+                                const struct cma_keep *filter, struct cma_prom_result **ret,
+                                struct cma_err *reterr)
 {
+    cma_sample_keep_fn keep = filter ? filter->fn : NULL;
+    void *keep_ctx = filter ? filter->ctx : NULL;
     struct stub *s = ctx;
     (void)promql;
     (void)time_ms;
@@ -219,12 +221,33 @@ static const char *const ONLY_B[] = {"b", NULL};
 static const char *const A_AND_C[] = {"a", "c", NULL};
 static const char *const NONE[] = {NULL};
 
+/* The filter id of a pod list, as the API layer names its filters: the names, one per line. */
+static const char *pods_id(const char *const *pods, char *out, size_t len)
+{
+    out[0] = '\0';
+    for (size_t j = 0; pods[j]; j++) {
+        size_t used = strlen(out);
+        snprintf(out + used, len - used, "\n%s", pods[j]);
+    }
+    return out;
+}
+
+/* A query keeping `pods` (NULL: every series); `named` false: a filter without an id. */
+static enum cma_errc query_as(struct fixture *f, const char *promql, int64_t time_ms,
+                              const char *const *pods, bool named, struct cma_prom_result **ret,
+                              struct cma_err *err)
+{
+    char id[128];
+    struct cma_keep filter = {keep_pods, (void *)pods,
+                              named && pods ? pods_id(pods, id, sizeof(id)) : NULL};
+    return cma_backend_query(&f->backend, promql, time_ms, pods ? &filter : NULL, ret, err);
+}
+
 static enum cma_errc query(struct fixture *f, const char *promql, int64_t time_ms,
                            const char *const *pods, struct cma_prom_result **ret,
                            struct cma_err *err)
 {
-    return cma_backend_query(&f->backend, promql, time_ms, pods ? keep_pods : NULL, (void *)pods,
-                             ret, err);
+    return query_as(f, promql, time_ms, pods, true, ret, err);
 }
 
 /* Queries and frees, returning the first sample's value (-1 when none). */
@@ -258,11 +281,14 @@ static void *caller_run(void *arg)
     return NULL;
 }
 
-static void start_callers(struct caller *c, size_t n, struct fixture *f, const char *promql)
+/* n callers of promql; with `mixed` they keep five different pod sets in turn (ONLY_A, ONLY_B,
+ * A_AND_C, NONE, everything), else they all keep A_AND_C. */
+static void start_callers(struct caller *c, size_t n, struct fixture *f, const char *promql,
+                          bool mixed)
 {
     static const char *const *const pods[] = {ONLY_A, ONLY_B, A_AND_C, NONE, NULL};
     for (size_t i = 0; i < n; i++) {
-        c[i] = (struct caller){.f = f, .promql = promql, .pods = pods[i % 5]};
+        c[i] = (struct caller){.f = f, .promql = promql, .pods = mixed ? pods[i % 5] : A_AND_C};
         assert_int_equal(pthread_create(&c[i].thread, NULL, caller_run, &c[i]), 0);
     }
 }
@@ -294,22 +320,22 @@ static void test_cma_backend_cache__concurrent_identical_queries_go_out_once(voi
     fixture_init(&f, 0, 0); /* TTL 0: coalescing only */
     f.stub.hold = true;
     struct caller c[N_CALLERS];
-    start_callers(c, N_CALLERS, &f, "sum(up) by (pod)");
+    start_callers(c, N_CALLERS, &f, "sum(up) by (pod)", false);
     stub_wait_inside(&f.stub, 1);
     wait_coalesced(&f, N_CALLERS - 1);
     stub_release(&f.stub);
     join_callers(c, N_CALLERS);
     assert_int_equal(stub_calls(&f.stub), 1);
-    assert_int_equal(f.stub.calls_with_keep, 0); /* the shared answer is fetched unfiltered */
-    /* every caller got its own answer, filtered by its own keep */
-    static const char *const want[] = {"a", "b", "a,c", "", "a,b,c"};
-    for (size_t i = 0; i < N_CALLERS; i++) {
+    assert_int_equal(f.stub.calls_with_keep, 1); /* the shared query runs with the filter */
+    for (size_t i = 0; i < N_CALLERS; i++) {     /* every caller got its own copy */
         char got[64];
         assert_int_equal(c[i].rc, CMA_OK);
-        assert_string_equal(pods_of(c[i].result, got, sizeof(got)), want[i % 5]);
+        assert_string_equal(pods_of(c[i].result, got, sizeof(got)), "a,c");
         assert_int_equal(c[i].result->n_seen, 3);
         for (size_t j = 0; j < c[i].result->n_samples; j++)
             assert_true(c[i].result->samples[j].value == 1.0);
+        if (i)
+            assert_ptr_not_equal(c[i].result, c[i - 1].result);
     }
     for (size_t i = 0; i < N_CALLERS; i++)
         cma_prom_result_free(c[i].result);
@@ -320,6 +346,26 @@ static void test_cma_backend_cache__concurrent_identical_queries_go_out_once(voi
     fixture_done(&f);
 }
 
+static void test_cma_backend_cache__different_filters_go_out_separately(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 0, 0);
+    struct caller c[N_CALLERS];
+    start_callers(c, N_CALLERS, &f, "sum(up) by (pod)", true);
+    join_callers(c, N_CALLERS);
+    /* five filters (ids): at most five queries, each caller's answer exactly its own series */
+    assert_true(stub_calls(&f.stub) >= 5 && stub_calls(&f.stub) <= N_CALLERS);
+    static const char *const want[] = {"a", "b", "a,c", "", "a,b,c"};
+    for (size_t i = 0; i < N_CALLERS; i++) {
+        char got[64];
+        assert_int_equal(c[i].rc, CMA_OK);
+        assert_string_equal(pods_of(c[i].result, got, sizeof(got)), want[i % 5]);
+        cma_prom_result_free(c[i].result);
+    }
+    fixture_done(&f);
+}
+
 static void test_cma_backend_cache__different_promql_go_out_separately(void **state)
 {
     (void)state;
@@ -327,8 +373,8 @@ static void test_cma_backend_cache__different_promql_go_out_separately(void **st
     fixture_init(&f, 5000, 0);
     f.stub.hold = true;
     struct caller c[2];
-    start_callers(&c[0], 1, &f, "sum(up) by (pod)");
-    start_callers(&c[1], 1, &f, "max(up) by (pod)");
+    start_callers(&c[0], 1, &f, "sum(up) by (pod)", false);
+    start_callers(&c[1], 1, &f, "max(up) by (pod)", false);
     stub_wait_inside(&f.stub, 2); /* both are in the backend at once: neither joined the other */
     stub_release(&f.stub);
     join_callers(c, 2);
@@ -350,7 +396,7 @@ static void test_cma_backend_cache__errors_reach_every_waiter_and_are_not_cached
     f.stub.hold = true;
     f.stub.fail = CMA_ERR_BACKEND_TIMEOUT;
     struct caller c[N_CALLERS];
-    start_callers(c, N_CALLERS, &f, "sum(up) by (pod)");
+    start_callers(c, N_CALLERS, &f, "sum(up) by (pod)", false);
     stub_wait_inside(&f.stub, 1);
     wait_coalesced(&f, N_CALLERS - 1);
     stub_release(&f.stub);
@@ -420,24 +466,29 @@ static void test_cma_backend_cache__other_evaluation_time_goes_to_the_backend(vo
     fixture_done(&f);
 }
 
-static void test_cma_backend_cache__hits_are_filtered_per_caller(void **state)
+static void test_cma_backend_cache__hits_are_per_filter(void **state)
 {
     (void)state;
     struct fixture f;
     fixture_init(&f, 5000, 0);
-    struct cma_prom_result *a = NULL, *ac = NULL, *all = NULL;
+    struct cma_prom_result *a = NULL, *ac = NULL, *all = NULL, *a2 = NULL;
     struct cma_err err = {0};
     assert_int_equal(query(&f, "q", T0, ONLY_A, &a, &err), CMA_OK);
     assert_int_equal(query(&f, "q", T0, A_AND_C, &ac, &err), CMA_OK);
     assert_int_equal(query(&f, "q", T0, NULL, &all, &err), CMA_OK);
-    assert_int_equal(stub_calls(&f.stub), 1);
+    assert_int_equal(stub_calls(&f.stub), 3); /* three filters, three keys */
+    assert_int_equal(query(&f, "q", T0 + 100, ONLY_A, &a2, &err), CMA_OK);
+    assert_int_equal(stub_calls(&f.stub), 3); /* the same filter again: a hit */
+    assert_int_equal(stats_of(&f).hits, 1);
     char got[64];
     assert_string_equal(pods_of(a, got, sizeof(got)), "a");
     cma_prom_result_free(a); /* each copy is its own */
+    assert_string_equal(pods_of(a2, got, sizeof(got)), "a");
     assert_string_equal(pods_of(ac, got, sizeof(got)), "a,c");
     assert_string_equal(pods_of(all, got, sizeof(got)), "a,b,c");
     assert_string_equal(cma_sample_label(&all->samples[1], "namespace"), "ns");
     assert_int_equal(all->samples[1].timestamp_ms, 1000500);
+    cma_prom_result_free(a2);
     cma_prom_result_free(ac);
     cma_prom_result_free(all);
     fixture_done(&f);
@@ -516,21 +567,28 @@ static void test_cma_backend_cache__copies_are_charged_to_the_budget(void **stat
     fixture_done(&f);
 }
 
-static void test_cma_backend_cache__too_large_shared_answer_falls_back_to_filtered(void **state)
+static void test_cma_backend_cache__filters_without_an_id_are_not_shared(void **state)
 {
     (void)state;
     struct fixture f;
     fixture_init(&f, 5000, 0);
-    f.stub.too_large_unfiltered = true;
+    f.stub.too_large_unfiltered = true; /* only a filtered query fits */
     struct cma_prom_result *r = NULL;
     struct cma_err err = {0};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(query_as(&f, "q", T0, ONLY_B, false, &r, &err), CMA_OK);
+        char got[64];
+        assert_string_equal(pods_of(r, got, sizeof(got)), "b");
+        cma_prom_result_free(r);
+    }
+    assert_int_equal(stub_calls(&f.stub), 2); /* each on its own, filtered */
+    assert_int_equal(f.stub.calls_with_keep, 2);
+    assert_int_equal(stats_of(&f).n_cached, 0);
+    /* a named filter is shared and fetched filtered: the answer fits */
     assert_int_equal(query(&f, "q", T0, ONLY_B, &r, &err), CMA_OK);
-    char got[64];
-    assert_string_equal(pods_of(r, got, sizeof(got)), "b");
     cma_prom_result_free(r);
-    assert_int_equal(stub_calls(&f.stub), 2); /* the shared try, then its own */
-    assert_int_equal(f.stub.calls_with_keep, 1);
-    /* a caller that keeps everything gets the error itself */
+    assert_int_equal(f.stub.calls_with_keep, 3);
+    /* a caller that keeps everything gets the backend's error */
     cma_err_clear(&err);
     assert_int_equal(query(&f, "q", T0, NULL, &r, &err), CMA_ERR_TOO_LARGE);
     assert_string_equal(err.msg, "stub: too large unfiltered");
@@ -596,16 +654,17 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cma_backend_cache__concurrent_identical_queries_go_out_once),
+        cmocka_unit_test(test_cma_backend_cache__different_filters_go_out_separately),
         cmocka_unit_test(test_cma_backend_cache__different_promql_go_out_separately),
         cmocka_unit_test(test_cma_backend_cache__errors_reach_every_waiter_and_are_not_cached),
         cmocka_unit_test(test_cma_backend_cache__serves_an_answer_until_its_ttl),
         cmocka_unit_test(test_cma_backend_cache__ttl_zero_keeps_nothing),
         cmocka_unit_test(test_cma_backend_cache__other_evaluation_time_goes_to_the_backend),
-        cmocka_unit_test(test_cma_backend_cache__hits_are_filtered_per_caller),
+        cmocka_unit_test(test_cma_backend_cache__hits_are_per_filter),
         cmocka_unit_test(test_cma_backend_cache__byte_bound_evicts_the_oldest),
         cmocka_unit_test(test_cma_backend_cache__answer_over_the_bound_is_not_kept),
         cmocka_unit_test(test_cma_backend_cache__copies_are_charged_to_the_budget),
-        cmocka_unit_test(test_cma_backend_cache__too_large_shared_answer_falls_back_to_filtered),
+        cmocka_unit_test(test_cma_backend_cache__filters_without_an_id_are_not_shared),
         cmocka_unit_test(test_cma_backend_cache__series_and_name_pass_through),
         cmocka_unit_test(test_cma_backend_cache_wrap__refuses_no_backend),
         cmocka_unit_test(test_cma_prom_result_filter__keeps_a_scalar),

@@ -30,15 +30,14 @@ static void pause_ms(long ms)
 }
 
 static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
-                                cma_sample_keep_fn keep, void *keep_ctx,
-                                struct cma_prom_result **ret, struct cma_err *reterr)
+                                const struct cma_keep *keep, struct cma_prom_result **ret,
+                                struct cma_err *reterr)
 {
     struct stub *s = ctx;
-    (void)keep;
     s->calls++;
     s->promql = promql;
     s->time_ms = time_ms;
-    s->keep_ctx = keep_ctx;
+    s->keep_ctx = keep ? keep->ctx : NULL;
     pause_ms(2);
     *ret = NULL;
     if (s->query_rc != CMA_OK)
@@ -92,14 +91,14 @@ static void test_cma_backend_measured__forwards_and_counts(void **state)
     cma_err_clear(&err);
     struct cma_prom_result *res = (void *)&s;
     int keep_ctx;
-    assert_int_equal(cma_backend_query(&b, "up", 1234, NULL, &keep_ctx, &res, &err), CMA_OK);
+    struct cma_keep keep = {NULL, &keep_ctx, NULL};
+    assert_int_equal(cma_backend_query(&b, "up", 1234, &keep, &res, &err), CMA_OK);
     assert_null(res);
     assert_string_equal(s.promql, "up");
     assert_int_equal(s.time_ms, 1234);
     assert_ptr_equal(s.keep_ctx, &keep_ctx);
     s.query_rc = CMA_ERR_BACKEND_TIMEOUT;
-    assert_int_equal(cma_backend_query(&b, "up", 1, NULL, NULL, &res, &err),
-                     CMA_ERR_BACKEND_TIMEOUT);
+    assert_int_equal(cma_backend_query(&b, "up", 1, NULL, &res, &err), CMA_ERR_BACKEND_TIMEOUT);
     assert_string_equal(err.msg, "stub says no");
     size_t seen = 0;
     assert_int_equal(cma_backend_series(&b, "{a=\"b\"}", 10, 20, count_series, &seen, NULL),
@@ -143,7 +142,7 @@ static void test_cma_backend_measured__null_registry_still_times(void **state)
     struct cma_backend_measured storage;
     struct cma_backend b = cma_backend_measured(&inner, NULL, &storage);
     struct cma_prom_result *res = NULL;
-    assert_int_equal(cma_backend_query(&b, "up", 1, NULL, NULL, &res, NULL), CMA_OK);
+    assert_int_equal(cma_backend_query(&b, "up", 1, NULL, &res, NULL), CMA_OK);
     assert_int_equal(cma_backend_measured_calls(&storage), 1);
     assert_true(cma_backend_measured_busy_ns(&storage) >= 2000000);
 }
@@ -156,7 +155,7 @@ static void test_cma_backend_measured__no_inner_backend(void **state)
     struct cma_err err;
     cma_err_clear(&err);
     struct cma_prom_result *res = NULL;
-    assert_int_equal(cma_backend_query(&b, "up", 1, NULL, NULL, &res, &err), CMA_ERR_INTERNAL);
+    assert_int_equal(cma_backend_query(&b, "up", 1, NULL, &res, &err), CMA_ERR_INTERNAL);
     assert_string_equal(cma_backend_name(&b), "(no backend)");
 }
 

@@ -21,15 +21,14 @@ struct stub {
 };
 
 static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
-                                cma_sample_keep_fn keep, void *keep_ctx,
-                                struct cma_prom_result **ret, struct cma_err *reterr)
+                                const struct cma_keep *keep, struct cma_prom_result **ret,
+                                struct cma_err *reterr)
 {
     struct stub *s = ctx;
-    (void)keep;
     s->calls++;
     s->promql = promql;
     s->time_ms = time_ms;
-    s->keep_ctx = keep_ctx;
+    s->keep_ctx = keep ? keep->ctx : NULL;
     *ret = NULL;
     return cma_err_set(reterr, CMA_ERR_BACKEND_TIMEOUT, "stub timeout");
 }
@@ -76,7 +75,8 @@ static void test_cma_backend__dispatches_to_the_implementation(void **state)
     struct cma_err err = {0};
     struct cma_prom_result *r = (struct cma_prom_result *)&s; /* must be overwritten */
     int marker = 0;
-    assert_int_equal(cma_backend_query(&b, "sum(up)", 1234, NULL, &marker, &r, &err),
+    struct cma_keep keep = {NULL, &marker, "id"};
+    assert_int_equal(cma_backend_query(&b, "sum(up)", 1234, &keep, &r, &err),
                      CMA_ERR_BACKEND_TIMEOUT);
     assert_null(r);
     assert_string_equal(err.msg, "stub timeout");
@@ -102,7 +102,7 @@ static void test_cma_backend__unset_is_a_clear_error(void **state)
     struct cma_backend none = {0};
     struct cma_err err = {0};
     struct cma_prom_result *r = NULL;
-    assert_int_equal(cma_backend_query(&none, "up", 0, NULL, NULL, &r, &err), CMA_ERR_INTERNAL);
+    assert_int_equal(cma_backend_query(&none, "up", 0, NULL, &r, &err), CMA_ERR_INTERNAL);
     assert_string_equal(err.msg, "no backend to query");
     cma_err_clear(&err);
     assert_int_equal(cma_backend_series(NULL, "up", 0, 0, count_series, NULL, &err),
@@ -121,8 +121,7 @@ static void test_cma_backend_prom__calls_the_client(void **state)
     struct cma_backend b = cma_backend_prom(p);
     assert_string_equal(cma_backend_name(&b), "http://127.0.0.1:1");
     struct cma_prom_result *r = NULL;
-    assert_int_equal(cma_backend_query(&b, "up", 0, NULL, NULL, &r, &err),
-                     CMA_ERR_BACKEND_UNAVAILABLE);
+    assert_int_equal(cma_backend_query(&b, "up", 0, NULL, &r, &err), CMA_ERR_BACKEND_UNAVAILABLE);
     assert_null(r);
     int n = 0;
     cma_err_clear(&err);
