@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cma/apiresource.h"
 #include "cma/buf.h"
 #include "cma/credentials.h"
 #include "cma/err.h"
@@ -31,29 +32,12 @@ void cma_kube_free(struct cma_kube *k);
 void cma_kube_set_notifier(struct cma_kube *k, const struct cma_client_notifier *n);
 const char *cma_kube_server(const struct cma_kube *k);
 
-struct cma_api_resource {
-    char *group;    /* "" for core */
-    char *version;  /* preferred version of the group */
-    char *resource; /* plural, lower case: "pods", "deployments" */
-    char *singular; /* "pod" (derived from kind in lower case when the server sends "") */
-    char *kind;     /* "Pod" */
-    bool namespaced;
-    char **short_names;
-    size_t n_short_names;
-};
-
-struct cma_api_resources {
-    struct cma_api_resource *items;
-    size_t n;
-};
-
 /* GET /api, /api/<v1>, /apis, then /apis/<group>/<preferredVersion> for each group.
  * Subresources (names with '/') are skipped. Groups that fail (e.g. an aggregated API that is
  * down, answering 503) are skipped, not fatal; /api and /apis failing is fatal.
  * Caller owns: cma_api_resources_free(). */
 enum cma_errc cma_kube_discover(struct cma_kube *k, struct cma_api_resources **ret,
                                 struct cma_err *reterr);
-void cma_api_resources_free(struct cma_api_resources *r);
 
 /* How many groups listed by GET /apis the last successful cma_kube_discover() call skipped
  * because /apis/<group>/<version> answered an error or an undecodable document (an aggregated

@@ -47,15 +47,4 @@ enum cma_errc cma_regex_expand(const struct cma_regex *re, const char *tmpl, con
  * expands to "" in Go. Used to warn at load. */
 bool cma_regex_expand_has_trap(const char *tmpl);
 
-/* Unicode helpers for modules that must match Go's unicode/utf8 packages (added by regsel). */
-
-/* Decodes one rune from s[0..len) exactly as Go's utf8.DecodeRuneInString: an invalid,
- * overlong, surrogate or truncated sequence gives 0xFFFD with *ret_width 1; len 0 gives 0xFFFD
- * with *ret_width 0. */
-uint32_t cma_regex_utf8_decode(const char *s, size_t len, size_t *ret_width);
-
-/* Go's strconv.IsPrint / unicode.IsPrint: letters, marks, numbers, punctuation, symbols and
- * U+0020 (PCRE2's Unicode tables). False for anything else, and when out of memory. */
-bool cma_regex_rune_is_print(uint32_t rune);
-
 #endif

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "cma/groups.h"
 #include "cma/err.h"
 
 enum cma_route_kind {
@@ -31,10 +32,6 @@ enum cma_route_kind {
     CMA_ROUTE_RESOURCE_PODS,           /* metrics.k8s.io: pods, namespaces/{ns}/pods */
     CMA_ROUTE_RESOURCE_POD,            /* metrics.k8s.io: namespaces/{ns}/pods/{name} */
 };
-
-#define CMA_GROUP_CUSTOM "custom.metrics.k8s.io"
-#define CMA_GROUP_EXTERNAL "external.metrics.k8s.io"
-#define CMA_GROUP_RESOURCE "metrics.k8s.io"
 
 struct cma_route {
     enum cma_route_kind kind;

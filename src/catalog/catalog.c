@@ -21,7 +21,8 @@
 #include "cma/hash.h"
 #include "cma/kube.h"
 #include "cma/restmapper.h"
-#include "cma/router.h"
+#include "cma/groups.h"
+#include "cma/rule.h"
 
 struct entry_table {
     struct cma_catalog_entry *items;

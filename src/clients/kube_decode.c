@@ -144,28 +144,6 @@ enum cma_errc cma_kube_parse_group_list(const char *body, size_t len, struct cma
     return CMA_OK;
 }
 
-static void resource_done(struct cma_api_resource *r)
-{
-    free(r->group);
-    free(r->version);
-    free(r->resource);
-    free(r->singular);
-    free(r->kind);
-    for (size_t i = 0; i < r->n_short_names; i++)
-        free(r->short_names[i]);
-    free(r->short_names);
-}
-
-void cma_api_resources_free(struct cma_api_resources *r)
-{
-    if (!r)
-        return;
-    for (size_t i = 0; i < r->n; i++)
-        resource_done(&r->items[i]);
-    free(r->items);
-    free(r);
-}
-
 static char *lower_dup(const char *s)
 {
     char *out = cma_strdup(s);
@@ -249,7 +227,7 @@ enum cma_errc cma_kube_parse_resource_list(const char *body, size_t len, const c
     json_decref(root);
     if (rc != CMA_OK) {
         for (size_t i = 0; i < added; i++)
-            resource_done(&items[into->n + i]);
+            cma_api_resource_done(&items[into->n + i]);
         return rc;
     }
     into->n += added;

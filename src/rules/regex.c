@@ -20,21 +20,21 @@
  * - Options: UTF with MATCH_INVALID_UTF (bad bytes in a subject never match, no error), no UCP
  *   (Go's \w \d \b are ASCII), DOLLAR_ENDONLY (Go `$` is \z without (?m)), ALT_CIRCUMFLEX (Go's
  *   (?m)^ also matches after a final \n), newline LF (Go's `.` excludes only \n).
- * - Thread safety: a compiled regex is immutable; match data is created per call. The two
- *   Unicode class patterns are compiled once under pthread_once and never changed afterwards.
+ * - Thread safety: a compiled regex is immutable; match data is created per call. Go's Unicode
+ *   classes (the Expand name characters) come from base/unicode.c.
  * - Known difference: Go treats each invalid UTF-8 byte in a subject as U+FFFD, which `.` can
  *   match; here such bytes match nothing. Nesting deeper than PCRE2's 250 groups is refused. */
 #include "cma/regex.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cma/str.h"
+#include "cma/unicode.h"
 #include "cma/utf8.h"
 
 /* A match-limit overrun counts as no match (header contract). */
@@ -53,64 +53,6 @@ struct cma_regex {
     size_t n_groups;
     char **names; /* names[i] for group i (1..n_groups); NULL when unnamed; names[0] unused */
 };
-
-/* ---- UTF-8 and Unicode classes ---------------------------------------------------------- */
-
-/* Kept for callers outside rules/ (query/selector.c); the decoder is base/utf8.c's. */
-uint32_t cma_regex_utf8_decode(const char *s, size_t len, size_t *ret_width)
-{
-    return cma_utf8_decode(s, len, ret_width);
-}
-
-enum rune_class { RUNE_CLASS_PRINT, RUNE_CLASS_WORD, RUNE_CLASS__COUNT };
-
-/* Written once under class_once, read-only afterwards. */
-static pthread_once_t class_once = PTHREAD_ONCE_INIT;
-static pcre2_code *class_codes[RUNE_CLASS__COUNT];
-
-static void compile_classes(void)
-{
-    /* Go unicode.IsPrint: L, M, N, P, S and U+0020. Go Expand names: IsLetter, IsDigit, '_'. */
-    static const char *const patterns[RUNE_CLASS__COUNT] = {
-        "[\\p{L}\\p{M}\\p{N}\\p{P}\\p{S}\\x{20}]",
-        "[\\p{L}\\p{Nd}_]",
-    };
-    for (int i = 0; i < RUNE_CLASS__COUNT; i++) {
-        int ec;
-        PCRE2_SIZE eo;
-        class_codes[i] = pcre2_compile((PCRE2_SPTR)patterns[i], PCRE2_ZERO_TERMINATED,
-                                       PCRE2_UTF | PCRE2_ANCHORED, &ec, &eo, NULL);
-    }
-}
-
-/* 1 when the rune is in the class, 0 when not, -1 when the class is unavailable (no memory). */
-static int rune_in_class(enum rune_class which, uint32_t cp)
-{
-    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    if (pthread_once(&class_once, compile_classes) != 0 || !class_codes[which])
-        return -1;
-    char enc[4];
-    size_t n = cma_utf8_encode(cp, enc);
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (!md)
-        return -1;
-    int rc = pcre2_match(class_codes[which], (PCRE2_SPTR)enc, n, 0, 0, md, NULL);
-    pcre2_match_data_free(md);
-    if (rc >= 0)
-        return 1;
-    return rc == PCRE2_ERROR_NOMATCH ? 0 : -1;
-}
-
-bool cma_regex_rune_is_print(uint32_t rune)
-{
-    if (rune <= 0xFF) {
-        if (rune >= 0x20 && rune <= 0x7E)
-            return true;
-        return rune >= 0xA1 && rune != 0xAD;
-    }
-    return rune_in_class(RUNE_CLASS_PRINT, rune) == 1;
-}
 
 /* ---- error messages --------------------------------------------------------------------- */
 
@@ -1184,7 +1126,7 @@ static enum cma_errc extract_name(const char *t, size_t len, const char **ret_na
         uint32_t r = cma_utf8_decode(t + i, len - i, &w);
         if (r == CMA_UTF8_RUNE_ERROR && w == 1)
             break;
-        int in = rune_in_class(RUNE_CLASS_WORD, r);
+        int in = cma_unicode_is_word(r);
         if (in < 0)
             return CMA_ERR_NOMEM;
         if (!in)

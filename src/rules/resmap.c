@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cma/config.h"
-#include "cma/kube.h"
+#include "cma/apiresource.h"
 #include "cma/regex.h"
 #include "cma/restmapper.h"
 #include "cma/rule.h"

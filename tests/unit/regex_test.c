@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "cma/regex.h"
+#include "cma/unicode.h"
 
 static struct cma_regex *compile_ok(const char *pattern)
 {
@@ -301,45 +302,6 @@ static void test_cma_regex_expand_has_trap__digits_then_word_char(void **state)
     assert_false(cma_regex_expand_has_trap(""));
 }
 
-static void test_cma_regex_utf8_decode__matches_go(void **state)
-{
-    (void)state;
-    size_t w;
-    assert_int_equal(cma_regex_utf8_decode("A", 1, &w), 'A');
-    assert_int_equal(w, 1);
-    assert_int_equal(cma_regex_utf8_decode("\xc3\xa9", 2, &w), 0xE9);
-    assert_int_equal(w, 2);
-    assert_int_equal(cma_regex_utf8_decode("\xf0\x9f\x98\x80", 4, &w), 0x1F600);
-    assert_int_equal(w, 4);
-    assert_int_equal(cma_regex_utf8_decode("\xed\xa0\x80", 3, &w), 0xFFFD); /* surrogate */
-    assert_int_equal(w, 1);
-    assert_int_equal(cma_regex_utf8_decode("\xc0\x80", 2, &w), 0xFFFD); /* overlong */
-    assert_int_equal(w, 1);
-    assert_int_equal(cma_regex_utf8_decode("\xe2\x82", 2, &w), 0xFFFD); /* truncated */
-    assert_int_equal(w, 1);
-    assert_int_equal(cma_regex_utf8_decode("", 0, &w), 0xFFFD);
-    assert_int_equal(w, 0);
-}
-
-static void test_cma_regex_rune_is_print__matches_go(void **state)
-{
-    (void)state;
-    assert_true(cma_regex_rune_is_print(' '));
-    assert_true(cma_regex_rune_is_print('~'));
-    assert_false(cma_regex_rune_is_print(0x7F));
-    assert_false(cma_regex_rune_is_print('\n'));
-    assert_false(cma_regex_rune_is_print(0xA0)); /* no-break space */
-    assert_false(cma_regex_rune_is_print(0xAD)); /* soft hyphen */
-    assert_true(cma_regex_rune_is_print(0xE9));
-    assert_true(cma_regex_rune_is_print(0x4E16));  /* CJK */
-    assert_true(cma_regex_rune_is_print(0x1F600)); /* emoji */
-    assert_true(cma_regex_rune_is_print(0xFFFD));
-    assert_false(cma_regex_rune_is_print(0x2028)); /* line separator */
-    assert_false(cma_regex_rune_is_print(0x200B)); /* zero width space (Cf) */
-    assert_false(cma_regex_rune_is_print(0xE000)); /* private use */
-    assert_false(cma_regex_rune_is_print(0x3000)); /* ideographic space */
-}
-
 struct thread_job {
     const struct cma_regex *re;
     int hits;
@@ -353,7 +315,7 @@ static void *match_many(void *arg)
         size_t ov[4];
         if (cma_regex_find(job->re, "http_requests_total", 19, ov, 4) && ov[2] == 0 && ov[3] == 13)
             job->hits++;
-        if (cma_regex_rune_is_print(0x4E16) && !cma_regex_rune_is_print(0x2028))
+        if (cma_unicode_is_print(0x4E16) && !cma_unicode_is_print(0x2028))
             job->prints++;
     }
     return NULL;
@@ -394,8 +356,6 @@ int main(void)
         cmocka_unit_test(test_cma_regex_group_index__by_name),
         cmocka_unit_test(test_cma_regex_expand__go_expand_cases),
         cmocka_unit_test(test_cma_regex_expand_has_trap__digits_then_word_char),
-        cmocka_unit_test(test_cma_regex_utf8_decode__matches_go),
-        cmocka_unit_test(test_cma_regex_rune_is_print__matches_go),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

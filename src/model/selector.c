@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cma/regex.h"
+#include "cma/unicode.h"
+#include "cma/utf8.h"
 #include "cma/str.h"
 
 #define SELECTOR_MAX_BYTES ((size_t)1 << 20)
@@ -87,7 +88,7 @@ static enum cma_errc quote_body(struct cma_buf *out, const char *s, size_t len)
         size_t w = 1;
         uint32_t r = c;
         if (c >= 0x80) {
-            r = cma_regex_utf8_decode(s + i, len - i, &w);
+            r = cma_utf8_decode(s + i, len - i, &w);
             if (r == 0xFFFD && w == 1) {
                 char esc[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
                 rc = cma_buf_append(out, esc, 4);
@@ -100,7 +101,7 @@ static enum cma_errc quote_body(struct cma_buf *out, const char *s, size_t len)
         if (r == '"' || r == '\\') {
             esc[n++] = '\\';
             esc[n++] = (char)r;
-        } else if (cma_regex_rune_is_print(r)) {
+        } else if (cma_unicode_is_print(r)) {
             rc = cma_buf_append(out, s + i, w);
             i += w;
             continue;

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cma/kube.h"
+#include "cma/apiresource.h"
 
 struct cma_restmapper {
     atomic_int refs;
