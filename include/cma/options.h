@@ -78,6 +78,7 @@ struct cma_options {
     int64_t authorization_webhook_cache_unauthorized_ttl_ms; /* default 10s */
     char *authorization_always_allow_paths;                  /* default /healthz,/readyz,/livez */
     bool insecure_disable_auth;                              /* --insecure-disable-auth */
+    bool enable_explain;                                     /* --enable-explain */
     /* logging */
     int v;                     /* --v */
     char *logging_format;      /* --logging-format: "text" (default) or "json" */

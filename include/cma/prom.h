@@ -63,6 +63,15 @@ struct cma_prom_config {
     size_t max_response_bytes;  /* ceiling on a query answer's (decompressed) bytes; 0 = 64 MiB */
     size_t max_bytes_in_flight; /* the budget: 0 = CMA_PROM_DEFAULT_MAX_BYTES_IN_FLIGHT */
     size_t max_get_url_bytes;   /* longer queries go as POST; 0 = 8 KiB */
+    /* Query parameters added to every query and series call after the base URL's own (Thanos
+     * dedup, partial_response): "key=value" strings split on the first '=', each side
+     * percent-encoded here; a non-empty key is required (CMA_ERR_FLAG). */
+    const char *const *query_params;
+    size_t n_query_params;
+    /* A PromQL expression longer than this many bytes is refused before it is sent, with
+     * CMA_ERR_BACKEND_ERROR "the query is N bytes, over this backend's maxQueryLength M"
+     * (VictoriaMetrics' -search.maxQueryLen, a gateway's limit); 0 = no limit. */
+    size_t max_query_bytes;
     /* Where each request (client "prometheus"), each query answer and a refused credential
      * rotation are reported (credentials.h); copied. Zeroed: nothing is reported. */
     struct cma_client_notifier notifier;

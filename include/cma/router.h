@@ -21,6 +21,7 @@ enum cma_route_kind {
     CMA_ROUTE_VERSION,                 /* /version */
     CMA_ROUTE_OPENAPI,                 /* /openapi/v2, /openapi/v3[/...] */
     CMA_ROUTE_METRICS,                 /* /metrics */
+    CMA_ROUTE_DEBUG_EXPLAIN,           /* /debug/explain (--enable-explain) */
     CMA_ROUTE_APIS,                    /* /apis */
     CMA_ROUTE_API_GROUP,               /* /apis/{group} */
     CMA_ROUTE_API_GROUP_VERSION,       /* /apis/{group}/{version} */

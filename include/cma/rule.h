@@ -1,12 +1,15 @@
 /* rule.h: compiled, immutable rules: prometheus-adapter's DiscoveryRule split into its parts —
  * naming (seriesFilters + name.matches/as: series name ↔ API metric name), resource mapping
  * (resources.overrides/template: Prometheus label ↔ group-resource) and the metricsQuery
- * template — plus the resourceRules templates. Built once by main from struct cma_config, which
- * must outlive the ruleset; read concurrently by discovery and request threads.
+ * template — plus the resourceRules templates. Built by main from struct cma_config, which
+ * must outlive the ruleset (or be handed to it: cma_ruleset_own_config), at start-up and at each
+ * config reload; immutable, reference-counted, read concurrently by discovery and request
+ * threads.
  * Compile errors carry the config position of the offending value ("file:line:column"). */
 #ifndef CMA_RULE_H
 #define CMA_RULE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -66,6 +69,21 @@ bool cma_resmap_is_empty(const struct cma_resmap *rm);
 
 enum cma_rule_kind { CMA_RULE_CUSTOM, CMA_RULE_EXTERNAL };
 
+struct cma_backend;
+struct cma_pos;
+
+/* The backend a rule is served from (`backend: NAME`, this project's extension): its series
+ * listings (discovery) and its queries (requests). */
+struct cma_rule_backend {
+    const char *name; /* the config's backend name; NULL = the flags' backend (--prometheus-url) */
+    const struct cma_pos *pos; /* where `backend:` is (or would be) written; config-owned */
+    /* Set by cma_ruleset_bind_backends() (0 and NULL until then): the backend's index in main's
+     * table (0 = the flags' backend; discovery lists series from table[index]) and what the
+     * request handlers query (NULL = the app's backend). */
+    size_t index;
+    const struct cma_backend *queries;
+};
+
 struct cma_rule {
     enum cma_rule_kind kind;
     size_t index; /* position in rules / externalRules */
@@ -75,6 +93,7 @@ struct cma_rule {
     struct cma_resmap *resmap;
     struct cma_template *metrics_query;
     bool namespaced; /* resources.namespaced (external rules only) */
+    struct cma_rule_backend backend;
     /* "file:line:column: ..." when prometheus-adapter would load the rule and fail its requests
      * (see cma_rule_servable); NULL when it can be served */
     char *problem;
@@ -94,9 +113,13 @@ struct cma_ruleset {
     size_t n_external_rules;
     bool has_resource_rules;
     struct cma_resource_query cpu, memory;
+    struct cma_rule_backend resource_backend; /* resourceRules.backend: cpu and memory alike */
     long long window_ms;
     char **warnings; /* load-time warnings for main to log ("file:line:col: ...") */
     size_t n_warnings;
+    /* private: the reference count (cma_ruleset_ref) and the config freed with the ruleset */
+    atomic_int refs;
+    struct cma_config *owned_config;
 };
 
 /* Compiles every rule of cfg; the first error stops and carries its position. What
@@ -105,7 +128,25 @@ struct cma_ruleset {
  * empty keeps series_query "" and must be left out of discovery. */
 enum cma_errc cma_ruleset_compile(const struct cma_config *cfg, struct cma_ruleset **ret,
                                   struct cma_err *reterr);
+/* Lifetime: compile returns one reference. A ruleset replaced by a config reload stays alive
+ * while anything built from it is (catalog snapshots hold one, requests use their catalog's),
+ * so the reference count is the one part of a ruleset that changes after compile; ref and
+ * unref are thread-safe (atomics). cma_ruleset_free() drops one reference (NULL is fine); the
+ * last one frees the ruleset and the config it owns. */
+struct cma_ruleset *cma_ruleset_ref(const struct cma_ruleset *rs);
+void cma_ruleset_unref(const struct cma_ruleset *rs);
 void cma_ruleset_free(struct cma_ruleset *rs);
+/* Hands cfg (the config rs was compiled from) to rs: freed with the last reference. */
+void cma_ruleset_own_config(struct cma_ruleset *rs, struct cma_config *cfg);
+
+/* Binds every rule (and resourceRules) to its backend by name, before the ruleset is shared:
+ * names[i] and queries[i] (i < n) are backend i of main's table, names[0] NULL for the flags'
+ * backend. A rule naming no backend gets index 0 and queries[0]. CMA_ERR_CONFIG_VALUE
+ * "file:line:column: backend \"x\" ..." when a rule names a backend not in the table (a reload
+ * that adds a backend: backends are created at start-up). */
+enum cma_errc cma_ruleset_bind_backends(struct cma_ruleset *rs, const char *const *names,
+                                        const struct cma_backend *queries, size_t n,
+                                        struct cma_err *reterr);
 
 /* CMA_OK when requests for the rule's metrics can be answered; otherwise CMA_ERR_RULE (500)
  * with the load-time warning that says what is wrong with the rule (file:line:column). */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "api_internal.h"
+#include "explain_trace.h"
 #include "cma/arena.h"
 #include "cma/buf.h"
 #include "cma/catalog.h"
@@ -43,6 +44,7 @@ struct custom_request {
     struct cma_selector *metric_selector; /* series */
     char **names;
     size_t n_names;
+    struct cma_explain *explain; /* the app's: NULL unless the request is explained */
 };
 
 static enum cma_errc parse_selector(struct custom_request *cr, const struct cma_request *req,
@@ -75,6 +77,7 @@ static enum cma_errc resolve_names(struct cma_app *app, struct custom_request *c
     struct cma_objcache *cache = cma_objcache_registry_get(
         app->caches, cr->resource->group, cr->resource->version, cr->resource->resource);
     if (cache && cma_objcache_is_synced(cache)) {
+        cma_explain_addf(app->explain, CMA_EX_OBJECTS, "from the watch cache of %s", cr->gr);
         enum cma_errc crc = cma_objcache_list_names(cache, cr->namespace_, cr->label_selector,
                                                     &cr->names, &cr->n_names, err);
         if (crc != CMA_OK)
@@ -87,13 +90,26 @@ static enum cma_errc resolve_names(struct cma_app *app, struct custom_request *c
     enum cma_errc rc = cma_selector_format(cr->label_selector, sel);
     if (rc != CMA_OK)
         cma_err_set(err, rc, "labelSelector: %s", cma_errc_meaning(rc));
-    if (rc == CMA_OK)
+    if (rc == CMA_OK) {
+        cma_explain_addf(app->explain, CMA_EX_OBJECTS, "from a LIST of %s (labelSelector \"%s\")",
+                         cr->gr, cma_buf_str(sel));
         rc = cma_kube_list_names(app->kube, cr->resource->group, cr->resource->version,
                                  cr->resource->resource, cr->namespace_, cma_buf_str(sel),
                                  &cr->names, &cr->n_names, err);
+    }
     if (rc != CMA_OK)
         cma_err_prefix(err, "unable to list matching %s: ", cr->gr);
     return rc == CMA_OK ? cma_api_adopt_names(cr->arena, cr->names, cr->n_names, err) : rc;
+}
+
+/* resolve_names(), and the objects in the report when the request is explained. */
+static enum cma_errc resolve_names_explained(struct cma_app *app, struct custom_request *cr,
+                                             struct cma_err *err)
+{
+    enum cma_errc rc = resolve_names(app, cr, err);
+    if (rc == CMA_OK)
+        cma_explain_names(cr->explain, (const char *const *)cr->names, cr->n_names);
+    return rc;
 }
 
 /* Index of `value` in names, or -1. */
@@ -156,6 +172,9 @@ static enum cma_errc encode_samples(const struct custom_request *cr,
         const struct cma_sample *s = &result->samples[i];
         const char *v = cma_sample_label(s, res_label);
         long k = v ? find_name(cr->names, cr->n_names, v) : -1;
+        if (k >= 0 && by_name[k])
+            cma_explain_sample(cr->explain, CMA_EX_DROPPED, by_name[k],
+                               "superseded by a later sample for the same object");
         if (k >= 0)
             by_name[k] = s;
     }
@@ -165,9 +184,18 @@ static enum cma_errc encode_samples(const struct custom_request *cr,
     for (size_t k = 0; k < cr->n_names; k++) {
         const struct cma_sample *s = by_name[k];
         int64_t milli;
-        if (!s)
+        if (!s) {
+            cma_explain_addf(cr->explain, CMA_EX_WHY,
+                             "%s %s: no sample in the answer has %s=\"%s\" (no such series, or "
+                             "none with a sample within the backend's lookback: stale)",
+                             cr->gr, cr->names[k], res_label, cr->names[k]);
             continue;
+        }
         if (!cma_quantity_milli_from_double(s->value, &milli)) {
+            cma_explain_sample(cr->explain, CMA_EX_DROPPED, s,
+                               isnan(s->value)   ? "NaN is not a value: left out"
+                               : isinf(s->value) ? "Inf is not a value: left out"
+                                                 : "out of range for a quantity: left out");
             cma_log_warn("custom metric %s for %s %s: sample value %g cannot be served "
                          "(NaN, Inf or out of range); leaving it out",
                          cr->metric, cr->gr, cr->names[k], s->value);
@@ -220,14 +248,13 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
         rc = sorted_names(cr, &keep.sorted, err);
     if (rc == CMA_OK) {
         keep.label = cma_buf_str(res_label);
+        cma_explain_addf(cr->explain, CMA_EX_QUERY, "resource label: %s", keep.label);
         cma_log_v(5, "custom metric %s/%s: %s", cr->gr, cr->metric, cma_buf_str(promql));
         struct cma_keep filter = {
             keep_named, &keep, cma_api_keep_id(cr->arena, keep.label, keep.sorted, NULL, keep.n)};
-        rc = cma_backend_query(&app->backend, cma_buf_str(promql), cma_clock_wall_ms(), &filter,
-                               &result, err);
-        if (rc != CMA_OK)
-            cma_err_prefix(err, "unable to fetch metrics from prometheus: ");
-        else
+        rc = cma_api_query(app, &entry->rule->backend, cr->explain, "", cma_buf_str(promql),
+                           cma_clock_wall_ms(), &filter, &result, err);
+        if (rc == CMA_OK)
             rc = cma_api_adopt(cr->arena, cma_api_free_result, result, err);
     }
     if (rc == CMA_OK && result->type != CMA_PROM_VECTOR)
@@ -240,13 +267,31 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
     return rc;
 }
 
+/* What the catalog lookup found, when the request is explained: the entry, or why none. */
+static void explain_lookup(struct cma_app *app, const struct cma_catalog *cat,
+                           const struct custom_request *cr, const struct cma_route *route,
+                           const struct cma_catalog_entry *entry, bool namespaced)
+{
+    if (!app->explain)
+        return;
+    if (!cr->resource)
+        cma_explain_addf(app->explain, CMA_EX_WHY,
+                         "the resource %s is unknown to the cluster: its API discovery lists no "
+                         "such resource (a typo, or a CRD not installed)",
+                         route->resource);
+    else if (entry)
+        cma_explain_entry(app->explain, cat, entry);
+    else
+        cma_explain_why_missing(app->explain, app, cat, cr->resource, namespaced, cr->metric);
+}
+
 void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct cma_route *route,
                     const struct cma_request *req, struct cma_arena *arena,
                     struct cma_response *resp)
 {
     struct cma_err err;
     cma_err_clear(&err);
-    struct custom_request cr = {.arena = arena};
+    struct custom_request cr = {.arena = arena, .explain = app->explain};
     enum cma_custom_version ver =
         strcmp(route->version, "v1beta2") == 0 ? CMA_CUSTOM_V1BETA2 : CMA_CUSTOM_V1BETA1;
     if (!cat) {
@@ -282,6 +327,7 @@ void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct c
         cma_restmapper_group_resource(cr.resource, cr.gr, sizeof(cr.gr));
         entry = cma_catalog_lookup(cat, cr.resource, namespaced, cr.metric);
     }
+    explain_lookup(app, cat, &cr, route, entry, namespaced);
     if (!entry)
         rc = cma_err_set(&err, CMA_ERR_NOT_FOUND, "the server could not find the metric %s for %s",
                          route->metric, cr.resource ? cr.gr : route->resource);
@@ -290,7 +336,7 @@ void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct c
     if (rc == CMA_OK)
         rc = parse_selector(&cr, req, "metricLabelSelector", &cr.metric_selector, &err);
     if (rc == CMA_OK)
-        rc = resolve_names(app, &cr, &err);
+        rc = resolve_names_explained(app, &cr, &err);
     if (rc == CMA_OK && cr.n_names == 0) /* no object matches: an honest empty list */
         rc = cma_encode_metric_value_list(ver, NULL, 0, cr.metric_selector, &resp->body, &err);
     else if (rc == CMA_OK && entry)

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "api_internal.h"
+#include "explain_trace.h"
 #include "cma/arena.h"
 #include "cma/buf.h"
 #include "cma/catalog.h"
@@ -71,7 +72,7 @@ static const char *result_type_name(enum cma_prom_result_type t)
 /* Turns a vector or scalar result into items and encodes them. Label arrays point into result. */
 static enum cma_errc encode_result(struct cma_arena *arena, const struct cma_catalog_entry *entry,
                                    const char *namespace_, const struct cma_prom_result *result,
-                                   struct cma_buf *out, struct cma_err *err)
+                                   struct cma_explain *ex, struct cma_buf *out, struct cma_err *err)
 {
     if (result->type != CMA_PROM_VECTOR && result->type != CMA_PROM_SCALAR)
         return cma_err_set(err, CMA_ERR_RULE,
@@ -92,6 +93,8 @@ static enum cma_errc encode_result(struct cma_arena *arena, const struct cma_cat
         const struct cma_sample *s = &result->samples[i];
         int64_t milli;
         if (!cma_quantity_milli_from_double(s->value, &milli)) {
+            cma_explain_sample(ex, CMA_EX_DROPPED, s,
+                               "NaN, Inf or out of range for a quantity: left out");
             cma_log_warn("external metric %s in namespace %s: sample value %g cannot be served "
                          "(NaN, Inf or out of range); leaving it out",
                          entry->metric, namespace_, s->value);
@@ -138,15 +141,13 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct cma_catalog *c
         cma_log_v(5, "external metric %s in namespace %s: %s", entry->metric, namespace_,
                   cma_buf_str(promql));
         /* every series is an item of the answer: all are kept (the budget bounds them) */
-        rc = cma_backend_query(&app->backend, cma_buf_str(promql), cma_clock_wall_ms(), NULL,
-                               &result, err);
-        if (rc != CMA_OK)
-            cma_err_prefix(err, "unable to fetch metrics from prometheus: ");
-        else
+        rc = cma_api_query(app, &entry->rule->backend, app->explain, "", cma_buf_str(promql),
+                           cma_clock_wall_ms(), NULL, &result, err);
+        if (rc == CMA_OK)
             rc = cma_api_adopt(arena, cma_api_free_result, result, err);
     }
     if (rc == CMA_OK)
-        rc = encode_result(arena, entry, namespace_, result, &resp->body, err);
+        rc = encode_result(arena, entry, namespace_, result, app->explain, &resp->body, err);
     return rc;
 }
 
@@ -161,6 +162,10 @@ void cma_api_external(struct cma_app *app, struct cma_catalog *cat, const struct
     const char *ns = route->namespace_ ? route->namespace_ : "";
     /* Case-insensitive: client-go lower-cases the metric name (the URL's resource segment). */
     const struct cma_catalog_entry *entry = cma_catalog_lookup_external(cat, route->metric);
+    if (entry)
+        cma_explain_entry(app->explain, cat, entry);
+    else
+        cma_explain_why_missing(app->explain, app, cat, NULL, false, route->metric);
     if (!entry) {
         cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
                              "the server could not find the metric %s for namespace %s",

@@ -1,14 +1,17 @@
 /* api_index.c: discovery and informational endpoints: /, /version, /apis, /apis/{group},
- * /apis/{group}/{version} (the pre-encoded APIResourceList of the current catalog, or an empty
- * list before the first relist: discovery must always answer 2xx fast; metrics.k8s.io's
- * document is static: nodes and pods), /openapi (404: the
+ * /apis/{group}/{version} (the APIResourceList of the current catalog, encoded once per snapshot
+ * and kept with it as its attachment (cma_catalog_attach); an empty list before the first
+ * relist: discovery must always answer 2xx fast; metrics.k8s.io's document is static: nodes and
+ * pods), /openapi (404: the
  * aggregator skips it cleanly). /metrics is api_metrics.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api_internal.h"
 #include "cma/catalog.h"
 #include "cma/encode.h"
+#include "cma/restmapper.h"
 #include "cma/router.h"
 #include "cma/server.h"
 
@@ -18,6 +21,109 @@
 #ifndef CMA_GIT_COMMIT
 #define CMA_GIT_COMMIT ""
 #endif
+
+/* ---- the discovery documents of a catalog snapshot ---------------------------------------- */
+
+enum { DOC_CUSTOM_V1BETA1, DOC_CUSTOM_V1BETA2, DOC_EXTERNAL_V1BETA1, N_DOCS };
+
+struct discovery_docs {
+    struct cma_catalog_attachment base; /* first: the snapshot frees it with itself */
+    char *doc[N_DOCS];
+    size_t len[N_DOCS];
+};
+
+static void docs_free(struct cma_catalog_attachment *a)
+{
+    struct discovery_docs *d = (struct discovery_docs *)a;
+    for (int i = 0; i < N_DOCS; i++)
+        free(d->doc[i]);
+    free(d);
+}
+
+static int cmp_entry_names(const void *a, const void *b)
+{
+    const struct cma_resource_entry *x = a, *y = b;
+    return strcmp(x->name, y->name);
+}
+
+/* One APIResourceList of the snapshot's custom (external: false) or external entries, sorted by
+ * name so the output is stable across relists (upstream's order is random). */
+static enum cma_errc encode_doc(const struct cma_catalog *cat, bool external, const char *gv,
+                                const char *kind, struct discovery_docs *d, int slot)
+{
+    static const char *const verbs[] = {"get"};
+    size_t total = external ? cma_catalog_count_external(cat) : cma_catalog_count(cat);
+    struct cma_resource_entry *entries = calloc(total + 1, sizeof(*entries));
+    enum cma_errc rc = entries ? CMA_OK : CMA_ERR_NOMEM;
+    size_t n = 0;
+    for (size_t i = 0; rc == CMA_OK && i < total; i++) {
+        const struct cma_catalog_entry *e =
+            external ? cma_catalog_external_at(cat, i) : cma_catalog_entry_at(cat, i);
+        char gr[512] = "";
+        if (e->resource)
+            cma_restmapper_group_resource(e->resource, gr, sizeof(gr));
+        size_t len = strlen(gr) + strlen(e->metric) + 2;
+        char *name = malloc(len);
+        if (!name) {
+            rc = CMA_ERR_NOMEM;
+            break;
+        }
+        snprintf(name, len, "%s%s%s", gr, e->resource ? "/" : "", e->metric);
+        entries[n++] = (struct cma_resource_entry){name, e->namespaced, kind, verbs, 1};
+    }
+    if (rc == CMA_OK) {
+        qsort(entries, n, sizeof(*entries), cmp_entry_names);
+        struct cma_buf out;
+        cma_buf_init(&out, 0);
+        rc = cma_encode_api_resource_list(gv, entries, n, &out, NULL);
+        d->len[slot] = out.len;
+        d->doc[slot] = cma_buf_take(&out);
+        if (rc == CMA_OK && !d->doc[slot])
+            rc = CMA_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        free((char *)entries[i].name);
+    free(entries);
+    return rc;
+}
+
+/* The snapshot's documents: encoded by the first request that needs them, then shared. NULL when
+ * out of memory. */
+static const struct discovery_docs *docs_of(struct cma_catalog *cat)
+{
+    struct cma_catalog_attachment *a = cma_catalog_attachment(cat);
+    if (a)
+        return (const struct discovery_docs *)a;
+    struct discovery_docs *d = calloc(1, sizeof(*d));
+    if (!d)
+        return NULL;
+    d->base.free = docs_free;
+    enum cma_errc rc = encode_doc(cat, false, CMA_GROUP_CUSTOM "/v1beta1", "MetricValueList", d,
+                                  DOC_CUSTOM_V1BETA1);
+    if (rc == CMA_OK)
+        rc = encode_doc(cat, false, CMA_GROUP_CUSTOM "/v1beta2", "MetricValueList", d,
+                        DOC_CUSTOM_V1BETA2);
+    if (rc == CMA_OK)
+        rc = encode_doc(cat, true, CMA_GROUP_EXTERNAL "/v1beta1", "ExternalMetricValueList", d,
+                        DOC_EXTERNAL_V1BETA1);
+    if (rc != CMA_OK) {
+        docs_free(&d->base);
+        return NULL;
+    }
+    return (const struct discovery_docs *)cma_catalog_attach(cat, &d->base);
+}
+
+/* The document slot of group/version; -1 for a pair the catalog does not describe. */
+static int doc_slot(const char *group, const char *version)
+{
+    if (strcmp(group, CMA_GROUP_CUSTOM) == 0)
+        return strcmp(version, "v1beta1") == 0   ? DOC_CUSTOM_V1BETA1
+               : strcmp(version, "v1beta2") == 0 ? DOC_CUSTOM_V1BETA2
+                                                 : -1;
+    if (strcmp(group, CMA_GROUP_EXTERNAL) == 0 && strcmp(version, "v1beta1") == 0)
+        return DOC_EXTERNAL_V1BETA1;
+    return -1;
+}
 
 static const char *const custom_versions[] = {"v1beta1", "v1beta2"};
 static const char *const v1beta1_only[] = {"v1beta1"};
@@ -80,11 +186,11 @@ static void group_version(struct cma_app *app, struct cma_catalog *cat,
         resource_metrics_doc(resp);
         return;
     }
-    size_t len = 0;
-    const char *doc =
-        cat ? cma_catalog_discovery_doc(cat, route->group, route->version, &len) : NULL;
-    if (doc) {
-        reply_encoded(resp, cma_buf_append(&resp->body, doc, len));
+    int slot = doc_slot(route->group, route->version);
+    if (cat && slot >= 0) {
+        const struct discovery_docs *d = docs_of(cat);
+        reply_encoded(resp,
+                      d ? cma_buf_append(&resp->body, d->doc[slot], d->len[slot]) : CMA_ERR_NOMEM);
         return;
     }
     char gv[128];

@@ -5,6 +5,7 @@
 #define CMA_API_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cma/app.h"
 #include "cma/arena.h"
@@ -60,6 +61,18 @@ struct cma_buf *cma_api_buf(struct cma_arena *arena, size_t max_bytes, struct cm
  * it would exceed 1 MiB or memory runs out. */
 const char *cma_api_keep_id(struct cma_arena *arena, const char *head, const char *const *items,
                             const char *const *seconds, size_t n);
+/* One query of a request, sent to the backend its rule names (`backend: NAME`: rb->queries) or
+ * to the app's; its time counts toward the request's backend time (the log line) and explain
+ * records it when on. An error is prefixed "unable to fetch <what>metrics from <backend>: "
+ * (what: "" or e.g. "cpu "). rb may be NULL (the app's backend). */
+struct cma_rule_backend;
+struct cma_explain;
+struct cma_keep;
+struct cma_prom_result;
+enum cma_errc cma_api_query(struct cma_app *app, const struct cma_rule_backend *rb,
+                            struct cma_explain *ex, const char *what, const char *promql,
+                            int64_t time_ms, const struct cma_keep *keep,
+                            struct cma_prom_result **ret, struct cma_err *err);
 /* Zeroed memory for n elements of size bytes in the arena; NULL with err set. */
 void *cma_api_array(struct cma_arena *arena, size_t n, size_t size, struct cma_err *err);
 

@@ -91,6 +91,9 @@ static void nonresource_path(const struct cma_route *r, char *out, size_t len)
     case CMA_ROUTE_METRICS:
         fixed = "/metrics";
         break;
+    case CMA_ROUTE_DEBUG_EXPLAIN:
+        fixed = "/debug/explain";
+        break;
     case CMA_ROUTE_APIS:
         fixed = "/apis";
         break;

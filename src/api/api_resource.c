@@ -34,10 +34,12 @@
  * - Memory: the selectors, the listed objects, name arrays, PromQL, the answers and the items
  *   live in the request arena; nothing here is freed by hand. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_internal.h"
+#include "explain_trace.h"
 #include "cma/arena.h"
 #include "cma/buf.h"
 #include "cma/catalog.h"
@@ -518,11 +520,12 @@ static enum cma_errc run_query(struct resource_request *rr, const struct cma_res
                   rr->nodes ? "nodes" : "pods", cma_buf_str(promql));
         struct keep_objects keep = {rr, out};
         struct cma_keep filter = {keep_listed, &keep, listed_id(rr, out)};
-        rc = cma_backend_query(&rr->app->backend, cma_buf_str(promql), rr->now_ms, &filter,
-                               &out->result, err);
-        if (rc != CMA_OK)
-            cma_err_prefix(err, "unable to fetch %s metrics from prometheus: ", what);
-        else
+        /* resourceRules.backend: one backend for the block, cpu and memory alike */
+        char what_[16];
+        snprintf(what_, sizeof(what_), "%s ", what);
+        rc = cma_api_query(rr->app, &rr->app->rules->resource_backend, rr->app->explain, what_,
+                           cma_buf_str(promql), rr->now_ms, &filter, &out->result, err);
+        if (rc == CMA_OK)
             rc = cma_api_adopt(rr->arena, cma_api_free_result, out->result, err);
     }
     if (rc == CMA_OK && !out->result)

@@ -1,5 +1,6 @@
 /* app.c: the handler the server calls for every request: method check, route, content
- * negotiation, selector sizes, one catalog reference for the whole request, then the API recipe;
+ * negotiation, selector sizes, one catalog reference for the whole request and the rules that
+ * come with it (a config reload never changes them under a running request), then the API recipe;
  * the Status-reply helpers every recipe uses (the one place where an error becomes an HTTP
  * status and a Status body, from the same code); and the request-arena helpers (a request the
  * server did not make brings no arena: the handler then uses one of its own for the call). */
@@ -13,15 +14,19 @@
 
 #include "api_internal.h"
 #include "api_metrics.h"
+#include "explain_trace.h"
 #include "cma/arena.h"
 #include "cma/auth.h"
 #include "cma/backend_metrics.h"
 #include "cma/buf.h"
 #include "cma/catalog.h"
+#include "cma/discovery.h"
 #include "cma/encode.h"
 #include "cma/log.h"
 #include "cma/prom.h"
+#include "cma/options.h"
 #include "cma/router.h"
+#include "cma/rule.h"
 #include "cma/selector.h"
 #include "cma/server.h"
 
@@ -182,6 +187,29 @@ const char *cma_api_keep_id(struct cma_arena *arena, const char *head, const cha
     return rc == CMA_OK ? cma_buf_str(b) : NULL;
 }
 
+enum cma_errc cma_api_query(struct cma_app *app, const struct cma_rule_backend *rb,
+                            struct cma_explain *ex, const char *what, const char *promql,
+                            int64_t time_ms, const struct cma_keep *keep,
+                            struct cma_prom_result **ret, struct cma_err *err)
+{
+    bool own = rb && rb->queries;
+    struct cma_backend_measured m;
+    struct cma_backend timed;
+    const struct cma_backend *b = &app->backend; /* timed for the request by cma_app_handle */
+    if (own) {
+        timed = cma_backend_measured(rb->queries, NULL, &m);
+        b = cma_explain_backend(ex, &timed);
+    }
+    enum cma_errc rc = cma_backend_query(b, promql, time_ms, keep, ret, err);
+    if (own && app->rule_backend_ns)
+        *app->rule_backend_ns += cma_backend_measured_busy_ns(&m);
+    if (rc != CMA_OK)
+        cma_err_prefix(err, "unable to fetch %smetrics from %s%s: ", what,
+                       own && rb->name ? "backend " : "prometheus",
+                       own && rb->name ? rb->name : "");
+    return rc;
+}
+
 void *cma_api_array(struct cma_arena *arena, size_t n, size_t size, struct cma_err *err)
 {
     void *p = cma_arena_array(arena, n, size);
@@ -305,6 +333,28 @@ static bool auth_gate(struct cma_app *app, const struct cma_request *req,
     return pass;
 }
 
+void cma_app_set_rules(struct cma_app *app, const struct cma_ruleset *rules)
+{
+    const struct cma_options *o = app->opts;
+    app->rules = rules;
+    app->serve_custom = rules->n_rules > 0 && !(o && o->disable_custom_metrics);
+    app->serve_external = rules->n_external_rules > 0 && !(o && o->disable_external_metrics);
+    app->serve_resource = rules->has_resource_rules && !(o && o->disable_resource_metrics);
+}
+
+/* The request's rules, on its own copy of the app: its catalog's (the entries point into them),
+ * else discovery's current ones (before the first catalog). Returns the reference taken for the
+ * request, NULL when none was (the catalog's reference keeps its rules alive). */
+static const struct cma_ruleset *request_rules(struct cma_app *app, const struct cma_catalog *cat)
+{
+    const struct cma_ruleset *rules = cat ? cma_catalog_rules(cat) : NULL, *held = NULL;
+    if (!rules && app->discovery)
+        rules = held = cma_discovery_rules(app->discovery);
+    if (rules && rules != app->rules)
+        cma_app_set_rules(app, rules);
+    return held;
+}
+
 static void free_route(void *route)
 {
     cma_route_free(route);
@@ -339,6 +389,7 @@ static void handle(struct cma_app *app, const struct cma_request *req, struct cm
     if (!auth_gate(app, req, route, resp, info))
         return;
     if (!is_health(route->kind) && route->kind != CMA_ROUTE_METRICS &&
+        route->kind != CMA_ROUTE_DEBUG_EXPLAIN &&
         !accepts_json(cma_request_header(req, "Accept"))) {
         cma_api_reply_errorf(resp, CMA_ERR_NOT_ACCEPTABLE,
                              "only the following media types are accepted: application/json");
@@ -347,8 +398,10 @@ static void handle(struct cma_app *app, const struct cma_request *req, struct cm
     if (is_metrics(route->kind) && !selectors_fit(req, resp))
         return;
     struct cma_catalog *cat = cma_catalog_store_get(app->store);
+    const struct cma_ruleset *held = request_rules(app, cat);
     dispatch(app, cat, route, req, arena, resp);
     cma_catalog_unref(cat);
+    cma_ruleset_unref(held);
 }
 
 /* The request with the app's backend timed for it alone (the log line's backend time), then
@@ -360,6 +413,8 @@ void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_resp
     cma_api_request_begin(&info);
     struct cma_backend_measured backend_time;
     timed.backend = cma_backend_measured(&app->backend, NULL, &backend_time);
+    uint64_t rule_backend_ns = 0; /* the time in rules' own backends (cma_api_query) */
+    timed.rule_backend_ns = &rule_backend_ns;
     struct cma_arena own, *arena = cma_request_arena(req);
     if (!arena) { /* a request built by hand (unit tests) */
         cma_arena_init(&own, CMA_REQUEST_ARENA_MAX_BYTES);
@@ -367,7 +422,7 @@ void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_resp
     }
     handle(&timed, req, arena, resp, &info);
     info.backend_measured = app->backend.ops != NULL;
-    info.backend_ns = cma_backend_measured_busy_ns(&backend_time);
+    info.backend_ns = cma_backend_measured_busy_ns(&backend_time) + rule_backend_ns;
     cma_api_request_end(app, req, resp, &info);
     if (arena == &own)
         cma_arena_done(&own);
@@ -421,6 +476,13 @@ static void dispatch(struct cma_app *app, struct cma_catalog *cat, const struct 
         break;
     case CMA_ROUTE_METRICS:
         cma_api_metrics(app, resp);
+        break;
+    case CMA_ROUTE_DEBUG_EXPLAIN: /* off by default, as kube-apiserver's debug handlers */
+        if (app->opts && app->opts->enable_explain)
+            cma_api_explain(app, req, resp);
+        else
+            cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
+                                 "the server could not find the requested resource");
         break;
     default:
         cma_api_index(app, cat, route, req, resp);

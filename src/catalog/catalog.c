@@ -3,10 +3,11 @@
  * DESIGN: entries live in one array; an index table (cma/hash.h) finds them
  * by (resource pointer, namespaced, metric) — resource pointers are stable because the snapshot
  * holds a reference to the mapper they point into. The builder uses the same table to
- * deduplicate while discovery streams series. Discovery documents are encoded once in
- * cma_catalog_build(), sorted by name so output is stable across relists (upstream's is random).
+ * deduplicate while discovery streams series. A later stage may attach one value derived from a
+ * snapshot (the API layer's encoded discovery documents), kept and freed with it.
  * The store calls an optional hook after each publish, outside its lock (persist.c: the catalog
- * cache file). */
+ * cache file). A snapshot holds a reference to the ruleset its entries' rules point into, so a
+ * config reload frees the old rules only once the last snapshot built from them is gone. */
 #include "cma/catalog.h"
 
 #include <pthread.h>
@@ -17,7 +18,6 @@
 #include <strings.h>
 
 #include "cma/buf.h"
-#include "cma/encode.h"
 #include "cma/hash.h"
 #include "cma/kube.h"
 #include "cma/restmapper.h"
@@ -36,16 +36,13 @@ struct cma_catalog_builder {
     struct entry_table custom, external;
 };
 
-#define N_DOCS 3
-
 struct cma_catalog {
     atomic_int refs;
     struct cma_restmapper *mapper;
+    const struct cma_ruleset *rules; /* a reference; NULL when none was attached */
     struct entry_table custom, external;
     int64_t built_ms;
-    char *docs[N_DOCS]; /* custom v1beta1, custom v1beta2, external v1beta1 (metrics.k8s.io's
-                         * document is static, in api_index.c) */
-    size_t doc_len[N_DOCS];
+    _Atomic(struct cma_catalog_attachment *) attachment; /* set once; NULL until then */
 };
 
 static uint64_t hash_key(const struct cma_api_resource *res, bool namespaced, const char *metric,
@@ -192,61 +189,17 @@ size_t cma_catalog_builder_count(const struct cma_catalog_builder *b)
     return b->custom.n + b->external.n;
 }
 
-static int cmp_entry_names(const void *a, const void *b)
-{
-    const struct cma_resource_entry *x = a, *y = b;
-    return strcmp(x->name, y->name);
-}
-
-/* Encodes one APIResourceList, sorted by name so the output is stable across relists. */
-static enum cma_errc encode_doc(struct cma_catalog *c, int slot, const char *group_version,
-                                const struct entry_table *t, const char *kind,
-                                struct cma_err *reterr)
-{
-    static const char *const verbs[] = {"get"};
-    struct cma_resource_entry *entries = calloc(t->n + 1, sizeof(*entries));
-    enum cma_errc rc = entries ? CMA_OK : CMA_ERR_NOMEM;
-    size_t n = 0;
-    for (size_t i = 0; rc == CMA_OK && i < t->n; i++) {
-        const struct cma_catalog_entry *e = &t->items[i];
-        char gr[512] = "";
-        if (e->resource)
-            cma_restmapper_group_resource(e->resource, gr, sizeof(gr));
-        char *name = NULL;
-        if ((e->resource ? asprintf(&name, "%s/%s", gr, e->metric)
-                         : asprintf(&name, "%s", e->metric)) < 0) {
-            rc = CMA_ERR_NOMEM;
-            break;
-        }
-        entries[n++] = (struct cma_resource_entry){name, e->namespaced, kind, verbs, 1};
-    }
-    if (rc == CMA_OK) {
-        qsort(entries, n, sizeof(*entries), cmp_entry_names);
-        struct cma_buf out;
-        cma_buf_init(&out, 0);
-        rc = cma_encode_api_resource_list(group_version, entries, n, &out, reterr);
-        c->doc_len[slot] = out.len;
-        c->docs[slot] = cma_buf_take(&out);
-        if (rc == CMA_OK && !c->docs[slot])
-            rc = CMA_ERR_NOMEM;
-    }
-    for (size_t i = 0; i < n; i++)
-        free((char *)entries[i].name);
-    free(entries);
-    if (rc != CMA_OK)
-        return cma_err_set(reterr, rc, "cannot encode the discovery document");
-    return CMA_OK;
-}
-
 void cma_catalog_unref(struct cma_catalog *c)
 {
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
         return;
     table_done(&c->custom);
     table_done(&c->external);
-    for (int i = 0; i < N_DOCS; i++)
-        free(c->docs[i]);
+    struct cma_catalog_attachment *a = atomic_load(&c->attachment);
+    if (a)
+        a->free(a);
     cma_restmapper_unref(c->mapper);
+    cma_ruleset_unref(c->rules);
     free(c);
 }
 
@@ -267,17 +220,8 @@ enum cma_errc cma_catalog_build(struct cma_catalog_builder *b, int64_t built_wal
     memset(&b->external, 0, sizeof(b->external));
     cma_catalog_builder_free(b);
     c->built_ms = built_wall_ms;
-    enum cma_errc rc =
-        encode_doc(c, 0, CMA_GROUP_CUSTOM "/v1beta1", &c->custom, "MetricValueList", reterr);
-    if (rc == CMA_OK)
-        rc = encode_doc(c, 1, CMA_GROUP_CUSTOM "/v1beta2", &c->custom, "MetricValueList", reterr);
-    if (rc == CMA_OK)
-        rc = encode_doc(c, 2, CMA_GROUP_EXTERNAL "/v1beta1", &c->external,
-                        "ExternalMetricValueList", reterr);
-    if (rc != CMA_OK) {
-        cma_catalog_unref(c);
-        return rc;
-    }
+    atomic_init(&c->attachment, NULL);
+    (void)reterr;
     *ret = c;
     return CMA_OK;
 }
@@ -329,25 +273,36 @@ struct cma_restmapper *cma_catalog_mapper(const struct cma_catalog *c)
     return c->mapper;
 }
 
+void cma_catalog_hold_rules(struct cma_catalog *c, const struct cma_ruleset *rules)
+{
+    const struct cma_ruleset *old = c->rules;
+    c->rules = cma_ruleset_ref(rules);
+    cma_ruleset_unref(old);
+}
+
+const struct cma_ruleset *cma_catalog_rules(const struct cma_catalog *c)
+{
+    return c->rules;
+}
+
 int64_t cma_catalog_built_ms(const struct cma_catalog *c)
 {
     return c->built_ms;
 }
 
-const char *cma_catalog_discovery_doc(const struct cma_catalog *c, const char *group,
-                                      const char *version, size_t *ret_len)
+struct cma_catalog_attachment *cma_catalog_attachment(const struct cma_catalog *c)
 {
-    int slot = -1;
-    if (strcmp(group, CMA_GROUP_CUSTOM) == 0 && strcmp(version, "v1beta1") == 0)
-        slot = 0;
-    else if (strcmp(group, CMA_GROUP_CUSTOM) == 0 && strcmp(version, "v1beta2") == 0)
-        slot = 1;
-    else if (strcmp(group, CMA_GROUP_EXTERNAL) == 0 && strcmp(version, "v1beta1") == 0)
-        slot = 2;
-    if (slot < 0)
-        return NULL;
-    *ret_len = c->doc_len[slot];
-    return c->docs[slot];
+    return atomic_load(&((struct cma_catalog *)c)->attachment);
+}
+
+struct cma_catalog_attachment *cma_catalog_attach(struct cma_catalog *c,
+                                                  struct cma_catalog_attachment *a)
+{
+    struct cma_catalog_attachment *none = NULL;
+    if (atomic_compare_exchange_strong(&c->attachment, &none, a))
+        return a;
+    a->free(a); /* another thread attached first: use theirs */
+    return none;
 }
 
 struct cma_catalog_store {

@@ -8,14 +8,25 @@
  * resource), so a relist costs a few hash lookups per series and memory is bounded by the number
  * of distinct names and labels, not series. The caches live on the thread's stack frame for one
  * relist: no shared mutable state. The thread sleeps on a condition variable so stop is prompt.
+ * Several backends (rules' `backend: NAME`): one listing per (backend, seriesQuery), each
+ * backend's series folded into a part of its own; a backend whose listing fails contributes the
+ * entries of its rules from the snapshot serving now (its last good part; resources looked up
+ * again in the current RESTMapper), and the parts merge in backend order, so of two rules on
+ * different backends serving one (resource, metric) the lower backend index wins (warned about
+ * at each relist), whatever order answers came in or which backend failed. With one backend the
+ * single part is the snapshot, as before.
  * A request for a resource the RESTMapper does not know (a CRD installed after start-up) calls
  * cma_discovery_request_refresh(): under the same mutex it sets refresh_requested and signals the
  * condition variable, at most once per REFRESH_MIN_GAP_MS; the thread then re-reads API discovery
- * at once and relists against the new mapper. */
+ * at once and relists against the new mapper. A config reload hands over a new ruleset
+ * (cma_discovery_set_rules) the same way: the current ruleset is a reference under the mutex,
+ * each relist takes its own for its duration, and each snapshot holds the one it was built from,
+ * so the previous rules are freed only when no snapshot (and so no request) uses them. */
 #include "cma/discovery.h"
 
 #include <malloc.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,36 +209,56 @@ static int on_series(void *opaque, const char *metric, size_t metric_len,
     return ctx->rc == CMA_OK ? 0 : 1;
 }
 
-/* Collects the rules (custom, then external, in config order) whose seriesQuery equals q. */
-static size_t rules_for_query(const struct cma_ruleset *rules, const char *q,
+/* Every backend: cma_discovery_relist's one backend serves every rule. */
+#define ANY_BACKEND SIZE_MAX
+
+static bool rule_on(const struct cma_rule *r, size_t b)
+{
+    return b == ANY_BACKEND || r->backend.index == b;
+}
+
+/* The i-th rule of custom then external rules, in config order. */
+static const struct cma_rule *flat_rule(const struct cma_ruleset *rules, size_t i)
+{
+    return i < rules->n_rules ? &rules->rules[i] : &rules->external_rules[i - rules->n_rules];
+}
+
+/* Collects the rules of backend b (custom, then external, in config order) whose seriesQuery
+ * equals q. */
+static size_t rules_for_query(const struct cma_ruleset *rules, size_t b, const char *q,
                               struct rule_state *out)
 {
     size_t n = 0;
-    for (size_t i = 0; i < rules->n_rules; i++)
-        if (strcmp(rules->rules[i].series_query, q) == 0)
-            out[n++] = (struct rule_state){.rule = &rules->rules[i]};
-    for (size_t i = 0; i < rules->n_external_rules; i++)
-        if (strcmp(rules->external_rules[i].series_query, q) == 0)
-            out[n++] = (struct rule_state){.rule = &rules->external_rules[i]};
+    for (size_t i = 0; i < rules->n_rules + rules->n_external_rules; i++) {
+        const struct cma_rule *r = flat_rule(rules, i);
+        if (rule_on(r, b) && strcmp(r->series_query, q) == 0)
+            out[n++] = (struct rule_state){.rule = r};
+    }
     return n;
 }
 
-/* True when an earlier rule (in the same order) already has this seriesQuery. */
-static bool query_seen_before(const struct cma_ruleset *rules, size_t flat_index, const char *q)
+/* True when an earlier rule of backend b (in the same order) already has this seriesQuery. */
+static bool query_seen_before(const struct cma_ruleset *rules, size_t b, size_t flat_index,
+                              const char *q)
 {
     for (size_t i = 0; i < flat_index; i++) {
-        const struct cma_rule *r =
-            i < rules->n_rules ? &rules->rules[i] : &rules->external_rules[i - rules->n_rules];
-        if (strcmp(r->series_query, q) == 0)
+        const struct cma_rule *r = flat_rule(rules, i);
+        if (rule_on(r, b) && strcmp(r->series_query, q) == 0)
             return true;
     }
     return false;
 }
 
-enum cma_errc cma_discovery_relist(const struct cma_backend *backend,
-                                   const struct cma_ruleset *rules, struct cma_restmapper *mapper,
-                                   int64_t now_wall_ms, int64_t max_age_ms,
-                                   struct cma_catalog **ret, struct cma_err *reterr)
+/* What one backend's part of a relist read. */
+struct relist_tally {
+    size_t n_series, n_queries;
+};
+
+/* One series listing per distinct seriesQuery of backend b's rules, folded into *ret. */
+static enum cma_errc relist_one(const struct cma_backend *backend, size_t b,
+                                const struct cma_ruleset *rules, struct cma_restmapper *mapper,
+                                int64_t now_wall_ms, int64_t max_age_ms, struct cma_catalog **ret,
+                                struct relist_tally *tally, struct cma_err *reterr)
 {
     struct relist_ctx ctx = {.mapper = mapper};
     size_t total = rules->n_rules + rules->n_external_rules;
@@ -236,13 +267,12 @@ enum cma_errc cma_discovery_relist(const struct cma_backend *backend,
     if (!ctx.rules)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     enum cma_errc rc = cma_catalog_builder_new(mapper, &ctx.builder, reterr);
-    size_t n_queries = 0;
     for (size_t i = 0; rc == CMA_OK && i < total; i++) {
-        const struct cma_rule *r =
-            i < rules->n_rules ? &rules->rules[i] : &rules->external_rules[i - rules->n_rules];
-        if (!r->series_query[0] || query_seen_before(rules, i, r->series_query))
+        const struct cma_rule *r = flat_rule(rules, i);
+        if (!rule_on(r, b) || !r->series_query[0] ||
+            query_seen_before(rules, b, i, r->series_query))
             continue; /* an empty seriesQuery was warned about at load; it lists nothing */
-        ctx.n_rules = rules_for_query(rules, r->series_query, ctx.rules);
+        ctx.n_rules = rules_for_query(rules, b, r->series_query, ctx.rules);
         int64_t t0 = cma_clock_mono_ms();
         size_t before = ctx.n_series;
         rc = cma_backend_series(backend, r->series_query, now_wall_ms - max_age_ms, now_wall_ms,
@@ -258,20 +288,257 @@ enum cma_errc cma_discovery_relist(const struct cma_backend *backend,
             smap_done(&ctx.rules[k].names);
             smap_done(&ctx.rules[k].labels);
         }
-        n_queries++;
+        tally->n_queries++;
     }
     free(ctx.rules);
     cma_buf_done(&ctx.scratch);
+    tally->n_series += ctx.n_series;
     if (rc != CMA_OK) {
         cma_catalog_builder_free(ctx.builder);
         return rc;
     }
-    struct cma_catalog *c;
-    rc = cma_catalog_build(ctx.builder, now_wall_ms, &c, reterr);
+    return cma_catalog_build(ctx.builder, now_wall_ms, ret, reterr);
+}
+
+static void log_built(const struct cma_catalog *c, const struct relist_tally *t)
+{
+    cma_log_v(1, "discovery: %zu series from %zu queries gave %zu custom and %zu external metrics",
+              t->n_series, t->n_queries, cma_catalog_count(c), cma_catalog_count_external(c));
+}
+
+enum cma_errc cma_discovery_relist(const struct cma_backend *backend,
+                                   const struct cma_ruleset *rules, struct cma_restmapper *mapper,
+                                   int64_t now_wall_ms, int64_t max_age_ms,
+                                   struct cma_catalog **ret, struct cma_err *reterr)
+{
+    struct relist_tally tally = {0};
+    struct cma_catalog *c = NULL;
+    enum cma_errc rc = relist_one(backend, ANY_BACKEND, rules, mapper, now_wall_ms, max_age_ms, &c,
+                                  &tally, reterr);
+    if (rc != CMA_OK || !c)
+        return rc != CMA_OK ? rc : cma_err_set(reterr, CMA_ERR_INTERNAL, "no catalog built");
+    cma_catalog_hold_rules(c, rules);
+    log_built(c, &tally);
+    *ret = c;
+    return CMA_OK;
+}
+
+/* ---- several backends: each one's part, last good parts, the merge ---- */
+
+static bool backend_has_rules(const struct cma_ruleset *rules, size_t b)
+{
+    for (size_t i = 0; i < rules->n_rules + rules->n_external_rules; i++)
+        if (flat_rule(rules, i)->backend.index == b && flat_rule(rules, i)->series_query[0])
+            return true;
+    return false;
+}
+
+/* True when rule points into rules (an entry of a snapshot built from another ruleset, before a
+ * config reload, is never carried over). */
+static bool rule_of(const struct cma_ruleset *rules, const struct cma_rule *rule)
+{
+    uintptr_t p = (uintptr_t)rule, c = (uintptr_t)rules->rules,
+              e = (uintptr_t)rules->external_rules;
+    return (p >= c && p < c + rules->n_rules * sizeof(*rule)) ||
+           (p >= e && p < e + rules->n_external_rules * sizeof(*rule));
+}
+
+/* The entry's resource in `mapper` (the previous snapshot may have been built against an older
+ * one); NULL when the cluster no longer has it. */
+static const struct cma_api_resource *same_resource_in(const struct cma_restmapper *mapper,
+                                                       const struct cma_api_resource *res)
+{
+    char gr[512];
+    cma_restmapper_group_resource(res, gr, sizeof(gr));
+    return cma_restmapper_parse_for(mapper, gr);
+}
+
+/* Backend b's last good part: the entries of previous whose rules are b's. */
+static enum cma_errc carry_over(const struct cma_catalog *previous, const struct cma_ruleset *rules,
+                                size_t b, struct cma_restmapper *mapper, int64_t now_wall_ms,
+                                struct cma_catalog **ret, struct cma_err *reterr)
+{
+    struct cma_catalog_builder *builder;
+    enum cma_errc rc = cma_catalog_builder_new(mapper, &builder, reterr);
+    size_t n = previous ? cma_catalog_count(previous) : 0;
+    for (size_t i = 0; rc == CMA_OK && i < n; i++) {
+        const struct cma_catalog_entry *e = cma_catalog_entry_at(previous, i);
+        const struct cma_api_resource *res = rule_of(rules, e->rule) && e->rule->backend.index == b
+                                                 ? same_resource_in(mapper, e->resource)
+                                                 : NULL;
+        if (res)
+            rc = cma_catalog_builder_add(builder, res, e->metric, strlen(e->metric), e->series,
+                                         strlen(e->series), e->rule);
+    }
+    n = previous ? cma_catalog_count_external(previous) : 0;
+    for (size_t i = 0; rc == CMA_OK && i < n; i++) {
+        const struct cma_catalog_entry *e = cma_catalog_external_at(previous, i);
+        if (rule_of(rules, e->rule) && e->rule->backend.index == b)
+            rc = cma_catalog_builder_add_external(builder, e->metric, strlen(e->metric), e->series,
+                                                  strlen(e->series), e->rule);
+    }
+    if (rc != CMA_OK) {
+        cma_catalog_builder_free(builder);
+        return rc == CMA_ERR_NOMEM ? cma_err_set(reterr, rc, "out of memory") : rc;
+    }
+    return cma_catalog_build(builder, now_wall_ms, ret, reterr);
+}
+
+static void warn_shadowed(const struct cma_catalog_entry *lost, const struct cma_catalog_entry *won,
+                          const struct cma_relist_backends *bk)
+{
+    char gr[512] = "external metrics";
+    if (lost->resource)
+        cma_restmapper_group_resource(lost->resource, gr, sizeof(gr));
+    const struct cma_config_rule *l = lost->rule->cfg, *w = won->rule->cfg;
+    cma_log_warn("metric %s of %s is served by rules on two backends: backend %s (%s:%u:%u) "
+                 "wins over backend %s (%s:%u:%u), the backend defined first wins",
+                 lost->metric, gr, cma_backend_name(&bk->table[won->rule->backend.index]),
+                 w->pos.file, w->pos.line, w->pos.column,
+                 cma_backend_name(&bk->table[lost->rule->backend.index]), l->pos.file, l->pos.line,
+                 l->pos.column);
+}
+
+/* The entry of an earlier part with the same key, or NULL. */
+static const struct cma_catalog_entry *earlier_entry(struct cma_catalog *const *parts, size_t b,
+                                                     const struct cma_catalog_entry *e)
+{
+    for (size_t j = 0; j < b; j++) {
+        const struct cma_catalog_entry *f =
+            !parts[j]     ? NULL
+            : e->resource ? cma_catalog_lookup(parts[j], e->resource, e->namespaced, e->metric)
+                          : cma_catalog_lookup_external(parts[j], e->metric);
+        if (f)
+            return f;
+    }
+    return NULL;
+}
+
+/* One snapshot from the parts, in backend order; a key an earlier part holds stays its. */
+static enum cma_errc merge_parts(struct cma_catalog *const *parts,
+                                 const struct cma_relist_backends *bk,
+                                 struct cma_restmapper *mapper, int64_t now_wall_ms,
+                                 struct cma_catalog **ret, struct cma_err *reterr)
+{
+    struct cma_catalog_builder *builder;
+    enum cma_errc rc = cma_catalog_builder_new(mapper, &builder, reterr);
+    for (size_t b = 0; rc == CMA_OK && b < bk->n; b++) {
+        size_t n = parts[b] ? cma_catalog_count(parts[b]) : 0,
+               n_ext = parts[b] ? cma_catalog_count_external(parts[b]) : 0;
+        for (size_t i = 0; rc == CMA_OK && i < n + n_ext; i++) {
+            const struct cma_catalog_entry *e = i < n ? cma_catalog_entry_at(parts[b], i)
+                                                      : cma_catalog_external_at(parts[b], i - n);
+            const struct cma_catalog_entry *won = earlier_entry(parts, b, e);
+            if (won)
+                warn_shadowed(e, won, bk);
+            else if (e->resource)
+                rc = cma_catalog_builder_add(builder, e->resource, e->metric, strlen(e->metric),
+                                             e->series, strlen(e->series), e->rule);
+            else
+                rc = cma_catalog_builder_add_external(builder, e->metric, strlen(e->metric),
+                                                      e->series, strlen(e->series), e->rule);
+        }
+    }
+    if (rc != CMA_OK) {
+        cma_catalog_builder_free(builder);
+        return rc == CMA_ERR_NOMEM ? cma_err_set(reterr, rc, "out of memory") : rc;
+    }
+    return cma_catalog_build(builder, now_wall_ms, ret, reterr);
+}
+
+/* Backend b failed with err: its part is its last good entries; says so. */
+static enum cma_errc keep_last_good(const struct cma_relist_backends *bk,
+                                    const struct cma_ruleset *rules, size_t b,
+                                    struct cma_restmapper *mapper, int64_t now_wall_ms,
+                                    const struct cma_err *err, struct cma_catalog **part,
+                                    struct cma_err *partial, struct cma_err *reterr)
+{
+    const char *name = cma_backend_name(&bk->table[b]);
+    if (partial && partial->code == CMA_OK)
+        cma_err_set(partial, err->code, "backend %s: %s", name, err->msg);
+    enum cma_errc rc = carry_over(bk->previous, rules, b, mapper, now_wall_ms, part, reterr);
+    if (rc == CMA_OK)
+        cma_log_warn("unable to update list of metrics of backend %s: %s; keeping its %zu "
+                     "custom and %zu external metrics of the previous catalog",
+                     name, err->msg, cma_catalog_count(*part), cma_catalog_count_external(*part));
+    return rc;
+}
+
+static void parts_free(struct cma_catalog **parts, size_t n)
+{
+    for (size_t i = 0; parts && i < n; i++)
+        cma_catalog_unref(parts[i]);
+    free(parts);
+}
+
+/* The only part, taken out of parts, or NULL when there are several (or none). */
+static struct cma_catalog *only_part(struct cma_catalog **parts, size_t n)
+{
+    size_t k = n;
+    for (size_t i = 0; i < n; i++)
+        if (parts[i]) {
+            if (k != n)
+                return NULL;
+            k = i;
+        }
+    struct cma_catalog *c = k < n ? parts[k] : NULL;
+    if (c)
+        parts[k] = NULL;
+    return c;
+}
+
+/* Each backend's own part; errs[b] is set for those that failed. */
+static void list_parts(const struct cma_relist_backends *bk, const struct cma_ruleset *rules,
+                       struct cma_restmapper *mapper, int64_t now_wall_ms, int64_t max_age_ms,
+                       struct cma_catalog **parts, struct cma_err *errs, struct relist_tally *tally)
+{
+    for (size_t b = 0; b < bk->n; b++) {
+        cma_err_clear(&errs[b]);
+        if (backend_has_rules(rules, b))
+            relist_one(&bk->table[b], b, rules, mapper, now_wall_ms, max_age_ms, &parts[b], tally,
+                       &errs[b]);
+    }
+}
+
+enum cma_errc cma_discovery_relist_backends(const struct cma_relist_backends *bk,
+                                            const struct cma_ruleset *rules,
+                                            struct cma_restmapper *mapper, int64_t now_wall_ms,
+                                            int64_t max_age_ms, struct cma_catalog **ret,
+                                            struct cma_err *partial, struct cma_err *reterr)
+{
+    struct cma_catalog **parts = calloc(bk->n + 1, sizeof(*parts));
+    struct cma_err *errs = calloc(bk->n + 1, sizeof(*errs));
+    if (!parts || !errs) {
+        free(parts);
+        free(errs);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    struct relist_tally tally = {0};
+    list_parts(bk, rules, mapper, now_wall_ms, max_age_ms, parts, errs, &tally);
+    size_t n_listed = 0;
+    for (size_t b = 0; b < bk->n; b++)
+        n_listed += parts[b] != NULL;
+    enum cma_errc rc = CMA_OK;
+    for (size_t b = 0; rc == CMA_OK && b < bk->n; b++) {
+        if (errs[b].code == CMA_OK)
+            continue;
+        if (n_listed == 0) { /* every backend failed: the previous catalog stays whole */
+            cma_err_copy(reterr, &errs[b]);
+            rc = errs[b].code;
+        } else {
+            rc = keep_last_good(bk, rules, b, mapper, now_wall_ms, &errs[b], &parts[b], partial,
+                                reterr);
+        }
+    }
+    free(errs);
+    struct cma_catalog *c = rc == CMA_OK ? only_part(parts, bk->n) : NULL;
+    if (rc == CMA_OK && !c)
+        rc = merge_parts(parts, bk, mapper, now_wall_ms, &c, reterr);
+    parts_free(parts, bk->n);
     if (rc != CMA_OK)
         return rc;
-    cma_log_v(1, "discovery: %zu series from %zu queries gave %zu custom and %zu external metrics",
-              ctx.n_series, n_queries, cma_catalog_count(c), cma_catalog_count_external(c));
+    cma_catalog_hold_rules(c, rules);
+    log_built(c, &tally);
     *ret = c;
     return CMA_OK;
 }
@@ -288,6 +555,8 @@ struct cma_discovery {
     pthread_cond_t cv;
     bool stop;
     bool refresh_requested;             /* guarded by mu */
+    const struct cma_ruleset *rules;    /* current, a reference; guarded by mu */
+    bool new_rules;                     /* set by a reload, guarded by mu */
     int64_t last_refresh_req_ms;        /* monotonic; 0 = never; guarded by mu */
     struct cma_discovery_status status; /* guarded by mu */
     struct cma_metric *m_relists, *m_duration, *m_last_success, *m_series; /* NULL: unmeasured */
@@ -365,7 +634,43 @@ static const char *counting_name(const void *ctx)
 
 static const struct cma_backend_ops COUNTING_OPS = {counting_query, counting_series, counting_name};
 
-/* Sleeps up to ms or until stop or a refresh request; returns true when stopping. */
+/* One relist of the thread, each backend counted: over the table when there is one (a failing
+ * backend keeps its entries of the snapshot serving now), else over the one backend. */
+static enum cma_errc relist_counted(struct cma_discovery *d, const struct cma_ruleset *rules,
+                                    struct cma_restmapper *mapper, int64_t wall, int64_t max_age,
+                                    struct cma_catalog **ret, uint64_t *n_series,
+                                    struct cma_err *partial, struct cma_err *err)
+{
+    size_t n = d->cfg.backends ? d->cfg.n_backends : 1;
+    const struct cma_backend *inner = d->cfg.backends ? d->cfg.backends : &d->cfg.backend;
+    struct counting *counted = calloc(n, sizeof(*counted));
+    struct cma_backend *table = calloc(n, sizeof(*table));
+    if (!counted || !table) {
+        free(counted);
+        free(table);
+        cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+        return CMA_ERR_NOMEM;
+    }
+    enum cma_errc rc = CMA_OK;
+    for (size_t i = 0; i < n; i++) {
+        counted[i].inner = &inner[i];
+        table[i] = (struct cma_backend){&COUNTING_OPS, &counted[i]};
+    }
+    if (rc == CMA_OK && !d->cfg.backends) {
+        rc = cma_discovery_relist(&table[0], rules, mapper, wall, max_age, ret, err);
+    } else if (rc == CMA_OK) {
+        struct cma_relist_backends bk = {table, n, cma_catalog_store_get(d->cfg.store)};
+        rc = cma_discovery_relist_backends(&bk, rules, mapper, wall, max_age, ret, partial, err);
+        cma_catalog_unref(bk.previous);
+    }
+    for (size_t i = 0; i < n; i++)
+        *n_series += counted[i].n;
+    free(counted);
+    free(table);
+    return rc;
+}
+
+/* Sleeps up to ms or until stop, a refresh request or new rules; returns true when stopping. */
 static bool wait_or_stop(struct cma_discovery *d, int64_t ms)
 {
     struct timespec ts;
@@ -374,7 +679,7 @@ static bool wait_or_stop(struct cma_discovery *d, int64_t ms)
     ts.tv_sec += ms / 1000 + ns / 1000000000;
     ts.tv_nsec = ns % 1000000000;
     pthread_mutex_lock(&d->mu);
-    while (!d->stop && !d->refresh_requested)
+    while (!d->stop && !d->refresh_requested && !d->new_rules)
         if (pthread_cond_timedwait(&d->cv, &d->mu, &ts) != 0)
             break;
     bool stop = d->stop;
@@ -406,11 +711,14 @@ static void *discovery_main(void *arg)
     for (;;) {
         int64_t now = cma_clock_mono_ms();
         pthread_mutex_lock(&d->mu);
-        bool requested = d->refresh_requested;
+        bool requested = d->refresh_requested, reloaded = d->new_rules;
         d->refresh_requested = false;
+        d->new_rules = false;
         pthread_mutex_unlock(&d->mu);
         if (requested)
             cma_log_v(1, "kube API discovery: refresh requested for an unknown resource");
+        if (reloaded)
+            cma_log_v(1, "discovery: the config was reloaded: relisting now");
         if (!mapper || now >= mapper_due || requested) {
             struct cma_restmapper *fresh = refresh_mapper(d);
             if (fresh) {
@@ -427,18 +735,22 @@ static void *discovery_main(void *arg)
         cma_err_clear(&err);
         struct cma_catalog *c = NULL;
         int64_t wall = cma_clock_wall_ms(), t0 = cma_clock_mono_ms();
-        struct counting counted = {.inner = &d->cfg.backend};
-        struct cma_backend backend = {&COUNTING_OPS, &counted};
+        const struct cma_ruleset *rules = cma_discovery_rules(d);
+        uint64_t n_series = 0;
+        struct cma_err partial;
+        cma_err_clear(&partial);
         enum cma_errc rc =
-            cma_discovery_relist(&backend, d->cfg.rules, mapper, wall, max_age, &c, &err);
-        record_relist(d, rc, wall, cma_clock_mono_ms() - t0, counted.n);
+            relist_counted(d, rules, mapper, wall, max_age, &c, &n_series, &partial, &err);
+        cma_ruleset_unref(rules); /* a new snapshot holds its own reference */
+        record_relist(d, rc, wall, cma_clock_mono_ms() - t0, n_series);
         pthread_mutex_lock(&d->mu);
         d->status.n_relists++;
         d->status.last_attempt_wall_ms = wall;
         if (rc == CMA_OK) {
             d->status.have_catalog = true;
             d->status.last_success_wall_ms = wall;
-            d->status.last_error[0] = '\0';
+            /* "" unless a backend failed and kept its previous entries */
+            snprintf(d->status.last_error, sizeof(d->status.last_error), "%s", partial.msg);
         } else {
             d->status.n_failures++;
             snprintf(d->status.last_error, sizeof(d->status.last_error), "%s", err.msg);
@@ -474,6 +786,8 @@ enum cma_errc cma_discovery_start(const struct cma_discovery_config *cfg,
     if (!d)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     d->cfg = *cfg;
+    d->rules = cma_ruleset_ref(cfg->rules);
+    d->cfg.rules = NULL; /* d->rules, under the mutex, from now on */
     register_metrics(d, cfg->metrics);
     if (d->cfg.relist_interval_ms <= 0)
         d->cfg.relist_interval_ms = 600000;
@@ -484,6 +798,7 @@ enum cma_errc cma_discovery_start(const struct cma_discovery_config *cfg,
     if (pthread_create(&d->thread, NULL, discovery_main, d) != 0) {
         pthread_mutex_destroy(&d->mu);
         pthread_cond_destroy(&d->cv);
+        cma_ruleset_unref(d->rules);
         free(d);
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot start the discovery thread");
     }
@@ -502,7 +817,32 @@ void cma_discovery_stop(struct cma_discovery *d)
     pthread_join(d->thread, NULL);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
+    cma_ruleset_unref(d->rules);
     free(d);
+}
+
+void cma_discovery_set_rules(struct cma_discovery *d, const struct cma_ruleset *rules)
+{
+    if (!d)
+        return;
+    const struct cma_ruleset *fresh = cma_ruleset_ref(rules);
+    pthread_mutex_lock(&d->mu);
+    const struct cma_ruleset *old = d->rules;
+    d->rules = fresh;
+    d->new_rules = true;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    cma_ruleset_unref(old); /* snapshots and requests built from it hold their own */
+}
+
+const struct cma_ruleset *cma_discovery_rules(struct cma_discovery *d)
+{
+    if (!d)
+        return NULL;
+    pthread_mutex_lock(&d->mu);
+    const struct cma_ruleset *rs = cma_ruleset_ref(d->rules);
+    pthread_mutex_unlock(&d->mu);
+    return rs;
 }
 
 bool cma_discovery_request_refresh(struct cma_discovery *d)

@@ -55,6 +55,7 @@ struct cma_prom {
     int64_t series_timeout_ms;
     size_t max_response_bytes;
     size_t max_get_url_bytes;
+    size_t max_query_bytes;        /* 0 = no limit */
     struct cma_prom_budget budget; /* shared by every query in flight */
 };
 
@@ -263,6 +264,42 @@ static enum cma_errc add_user_header(struct cma_prom *p, const char *kv, struct 
     return rc;
 }
 
+/* The config's query_params appended to base_query ("k=v&k2=v2", each side percent-encoded). */
+static enum cma_errc add_query_params(struct cma_prom *p, const struct cma_prom_config *cfg,
+                                      struct cma_err *reterr)
+{
+    if (cfg->n_query_params == 0)
+        return CMA_OK;
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    enum cma_errc rc = cma_buf_appends(&b, p->base_query ? p->base_query : "");
+    for (size_t i = 0; rc == CMA_OK && i < cfg->n_query_params; i++) {
+        const char *kv = cfg->query_params[i] ? cfg->query_params[i] : "";
+        const char *eq = strchr(kv, '=');
+        size_t key_len = eq ? (size_t)(eq - kv) : strlen(kv);
+        if (key_len == 0) {
+            cma_buf_done(&b);
+            return cma_err_set(reterr, CMA_ERR_FLAG,
+                               "query parameter \"%s\": want key=value with a non-empty key", kv);
+        }
+        if (b.len > 0)
+            rc = cma_buf_appendc(&b, '&');
+        if (rc == CMA_OK)
+            rc = cma_clients_urlencode(&b, kv, key_len, true);
+        if (rc == CMA_OK)
+            rc = cma_buf_appendc(&b, '=');
+        if (rc == CMA_OK && eq)
+            rc = cma_clients_urlencode(&b, eq + 1, strlen(eq + 1), true);
+    }
+    char *q = rc == CMA_OK ? cma_buf_take(&b) : NULL;
+    cma_buf_done(&b);
+    if (!q)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    free(p->base_query);
+    p->base_query = q;
+    return CMA_OK;
+}
+
 /* The kubeconfig of --prometheus-auth-config, or this pod's service account for
  * --prometheus-auth-incluster, as a connection whose labels name the flag; zeroed when neither. */
 static enum cma_errc auth_source(const struct cma_prom_config *cfg, struct cma_kube_conn *conn,
@@ -384,6 +421,7 @@ enum cma_errc cma_prom_new(const struct cma_prom_config *cfg, struct cma_prom **
         cfg->max_bytes_in_flight ? cfg->max_bytes_in_flight : CMA_PROM_DEFAULT_MAX_BYTES_IN_FLIGHT;
     p->max_response_bytes = cfg->max_response_bytes ? cfg->max_response_bytes : CMA_BUF_DEFAULT_MAX;
     p->max_get_url_bytes = cfg->max_get_url_bytes ? cfg->max_get_url_bytes : DEFAULT_MAX_GET_URL;
+    p->max_query_bytes = cfg->max_query_bytes;
     enum cma_errc rc = (p->url = cma_strdup(cfg->url)) ? CMA_OK : CMA_ERR_NOMEM;
     if (rc != CMA_OK)
         cma_err_set(reterr, rc, "out of memory");
@@ -395,6 +433,8 @@ enum cma_errc cma_prom_new(const struct cma_prom_config *cfg, struct cma_prom **
     p->tr.notifier = cfg->notifier;
     if (rc == CMA_OK)
         rc = split_url(p, cfg->url, reterr);
+    if (rc == CMA_OK)
+        rc = add_query_params(p, cfg, reterr);
     if (rc == CMA_OK)
         rc = add_header(&p->get_headers, "Accept: application/json", reterr);
     if (rc == CMA_OK)
@@ -705,6 +745,12 @@ enum cma_errc cma_prom_query(struct cma_prom *p, const char *promql, int64_t tim
                              cma_sample_keep_fn keep, void *keep_ctx, struct cma_prom_result **ret,
                              struct cma_err *reterr)
 {
+    size_t promql_len = strlen(promql);
+    if (p->max_query_bytes && promql_len > p->max_query_bytes)
+        return cma_err_set(reterr, CMA_ERR_BACKEND_ERROR,
+                           "the query is %zu bytes, over this backend's maxQueryLength %zu; "
+                           "shorten the rule's query or raise the limit",
+                           promql_len, p->max_query_bytes);
     struct cma_buf params;
     cma_buf_init(&params, 0);
     enum cma_errc rc = cma_buf_appends(&params, "query=");

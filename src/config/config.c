@@ -165,6 +165,33 @@ static const struct cma_ynode *get_value(const struct cma_ynode *map, const char
     return is_null(v) ? NULL : v;
 }
 
+static enum cma_errc fail_str(struct loader *ld, const struct cma_config_str *s, const char *fmt,
+                              ...) __attribute__((format(printf, 3, 4)));
+
+static enum cma_errc fail_str(struct loader *ld, const struct cma_config_str *s, const char *fmt,
+                              ...)
+{
+    char msg[CMA_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return cma_err_set_at(ld->reterr, CMA_ERR_CONFIG_VALUE, s->pos.file, s->pos.line, s->pos.column,
+                          "%s", msg);
+}
+
+/* A rule's (or resourceRules') `backend: NAME`; resolved against backends: after loading. */
+static enum cma_errc read_backend_ref(struct loader *ld, const struct cma_ynode *map,
+                                      struct cma_config_backend_ref *ref)
+{
+    enum cma_errc rc = read_str(ld, map, "backend", &ref->name);
+    if (rc == CMA_OK && ref->name.set && !ref->name.s[0])
+        return fail_str(ld, &ref->name,
+                        "backend: empty name (leave the key out for the "
+                        "--prometheus-url backend)");
+    return rc;
+}
+
 /* ---- resources ------------------------------------------------------------------------------ */
 
 static enum cma_errc read_override(struct loader *ld, const struct cma_ypair *pair,
@@ -357,8 +384,8 @@ static enum cma_errc read_name(struct loader *ld, const struct cma_ynode *rule_m
 static enum cma_errc read_rule(struct loader *ld, const struct cma_ynode *item, const char *list,
                                struct cma_config_rule *rule)
 {
-    static const char *const keys[] = {"seriesQuery", "seriesFilters", "resources",
-                                       "name",        "metricsQuery",  NULL};
+    static const char *const keys[] = {"seriesQuery",  "seriesFilters", "resources", "name",
+                                       "metricsQuery", "backend",       NULL};
     rule->pos = pos_of(ld, item);
     rule->resources.namespaced = true;
     if (is_null(item)) { /* yaml.v2: the zero DiscoveryRule; every value unset, here */
@@ -367,6 +394,7 @@ static enum cma_errc read_rule(struct loader *ld, const struct cma_ynode *item, 
         for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
             strs[i]->pos = rule->pos;
         rule->resources.pos = rule->pos;
+        rule->backend.name.pos = rule->pos;
         return CMA_OK;
     }
     if (item->kind != CMA_YNODE_MAPPING)
@@ -383,6 +411,8 @@ static enum cma_errc read_rule(struct loader *ld, const struct cma_ynode *item, 
         rc = read_name(ld, item, rule);
     if (!rc)
         rc = read_str(ld, item, "metricsQuery", &rule->metrics_query);
+    if (!rc)
+        rc = read_backend_ref(ld, item, &rule->backend);
     return rc;
 }
 
@@ -492,7 +522,7 @@ static enum cma_errc read_resource_rule(struct loader *ld, const struct cma_ynod
 
 static enum cma_errc read_resource_rules(struct loader *ld, const struct cma_ynode *root)
 {
-    static const char *const keys[] = {"cpu", "memory", "window", NULL};
+    static const char *const keys[] = {"cpu", "memory", "window", "backend", NULL};
     const struct cma_ynode *v = get_value(root, "resourceRules");
     if (!v)
         return CMA_OK;
@@ -510,6 +540,8 @@ static enum cma_errc read_resource_rules(struct loader *ld, const struct cma_yno
         rc = read_resource_rule(ld, v, "memory", &rr->memory);
     if (!rc)
         rc = read_str(ld, v, "window", &rr->window);
+    if (!rc)
+        rc = read_backend_ref(ld, v, &rr->backend);
     if (rc || !rr->window.set)
         return rc;
     if (!parse_prom_duration(rr->window.s, &rr->window_ms)) {
@@ -523,11 +555,397 @@ static enum cma_errc read_resource_rules(struct loader *ld, const struct cma_yno
     return CMA_OK;
 }
 
+/* ---- backends (this project's extension) ---------------------------------------------------- */
+
+/* A scalar as a bool (true/false and yaml.v2's other spellings); absent or null: false. */
+static enum cma_errc read_bool(struct loader *ld, const struct cma_ynode *map, const char *key,
+                               bool *out)
+{
+    const struct cma_ynode *v = get_value(map, key);
+    if (!v)
+        return CMA_OK;
+    if (cma_ynode_as_bool(v, out))
+        return CMA_OK;
+    if (v->kind != CMA_YNODE_SCALAR)
+        return wrong_kind(ld, v, "true or false", key);
+    char quoted[CMA_YDOC_QUOTE_MAX];
+    cma_ydoc_quote(v->scalar, v->scalar_len, quoted, sizeof(quoted));
+    return fail_at(ld, CMA_ERR_CONFIG_TYPE, v, "expected true or false for %s, got %s", key,
+                   quoted);
+}
+
+/* "dir/" of the config file, for relative paths ("" when it has no directory part). */
+static size_t config_dir_len(const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    return slash ? (size_t)(slash - file) + 1 : 0;
+}
+
+/* A file setting: resolved against the config file's directory when relative, and readable
+ * now (a missing secret is a load error, not a failure at the first request). */
+static enum cma_errc read_file_setting(struct loader *ld, const struct cma_ynode *map,
+                                       const char *key, const char *what,
+                                       struct cma_config_str *out)
+{
+    enum cma_errc rc = read_str(ld, map, key, out);
+    if (rc != CMA_OK || !out->set)
+        return rc;
+    if (!out->s[0])
+        return fail_str(ld, out, "%s: empty path", what);
+    size_t dl = out->s[0] == '/' ? 0 : config_dir_len(ld->cfg->file);
+    if (dl > 0) {
+        size_t len = dl + strlen(out->s) + 1;
+        char *p = malloc(len);
+        if (!p)
+            return fail_nomem(ld);
+        snprintf(p, len, "%.*s%s", (int)dl, ld->cfg->file, out->s);
+        free(out->s);
+        out->s = p;
+    }
+    FILE *f = fopen(out->s, "r");
+    struct stat st;
+    int err = !f ? errno : fstat(fileno(f), &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+    if (f)
+        fclose(f);
+    if (err)
+        return fail_str(ld, out, "%s: cannot read %s: %s", what, out->s, strerror(err));
+    return CMA_OK;
+}
+
+static bool is_header_name_char(unsigned char c)
+{
+    return c > 0x20 && c < 0x7f && !strchr("()<>@,;:\\\"/[]?={}", c);
+}
+
+/* headers (HTTP header names, values on one line, never Authorization: secrets come from files)
+ * or queryParameters (any non-empty key). */
+static enum cma_errc check_kv(struct loader *ld, const struct cma_ynode *k,
+                              const struct cma_ynode *v, bool header)
+{
+    if (v->kind != CMA_YNODE_SCALAR || v->is_null)
+        return wrong_kind(ld, v, "a string", header ? "a header value" : "a query parameter");
+    if (k->scalar_len == 0 || strlen(k->scalar) != k->scalar_len ||
+        strlen(v->scalar) != v->scalar_len)
+        return fail_at(ld, CMA_ERR_CONFIG_VALUE, k, "empty name or a NUL character");
+    for (size_t i = 0; header && i < k->scalar_len; i++)
+        if (!is_header_name_char((unsigned char)k->scalar[i]))
+            return fail_at(ld, CMA_ERR_CONFIG_VALUE, k, "headers: \"%s\" is not a header name",
+                           k->scalar);
+    if (header && strcasecmp(k->scalar, "Authorization") == 0)
+        return fail_at(ld, CMA_ERR_CONFIG_VALUE, k,
+                       "headers: Authorization may not be written in the config: use "
+                       "bearerTokenFile or basicAuth.passwordFile (secrets come from files)");
+    if (header && strpbrk(v->scalar, "\r\n"))
+        return fail_at(ld, CMA_ERR_CONFIG_VALUE, v, "headers: the value of %s has a line break",
+                       k->scalar);
+    return CMA_OK;
+}
+
+static enum cma_errc read_kvs(struct loader *ld, const struct cma_ynode *map, const char *key,
+                              bool header, struct cma_config_kv **ret, size_t *ret_n)
+{
+    const struct cma_ynode *v = get_value(map, key);
+    if (!v)
+        return CMA_OK;
+    if (v->kind != CMA_YNODE_MAPPING)
+        return wrong_kind(ld, v, "a mapping", key);
+    if (v->n_pairs == 0)
+        return CMA_OK;
+    *ret = calloc(v->n_pairs, sizeof(**ret));
+    if (!*ret)
+        return fail_nomem(ld);
+    for (size_t i = 0; i < v->n_pairs; i++) {
+        const struct cma_ynode *k = v->pairs[i].key, *val = v->pairs[i].value;
+        if (is_merge_key(k))
+            return merge_key_error(ld, k);
+        enum cma_errc rc = check_kv(ld, k, val, header);
+        if (rc != CMA_OK)
+            return rc;
+        struct cma_config_kv *kv = &(*ret)[(*ret_n)++];
+        kv->pos = pos_of(ld, k);
+        kv->key = cma_strndup(k->scalar, k->scalar_len);
+        kv->value = cma_strndup(val->scalar, val->scalar_len);
+        if (!kv->key || !kv->value)
+            return fail_nomem(ld);
+    }
+    return CMA_OK;
+}
+
+static bool is_backend_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || strchr("-_.", s[i])))
+            return false;
+    return true;
+}
+
+/* name, url, verb, timeout, maxQueryLength. */
+static enum cma_errc read_backend_basics(struct loader *ld, const struct cma_ynode *item,
+                                         struct cma_config_backend *b)
+{
+    struct cma_config_str verb = {0}, timeout = {0}, maxlen = {0};
+    enum cma_errc rc = read_str(ld, item, "name", &b->name);
+    if (rc == CMA_OK && !b->name.set)
+        rc = fail_at(ld, CMA_ERR_CONFIG_VALUE, item, "backends: each entry needs a name");
+    if (rc == CMA_OK && !is_backend_name(b->name.s))
+        rc = fail_str(ld, &b->name,
+                      "backend name \"%s\": use 1 to 63 letters, digits, '-', '_' "
+                      "or '.'",
+                      b->name.s);
+    if (rc == CMA_OK)
+        rc = read_str(ld, item, "url", &b->url);
+    if (rc == CMA_OK && (!b->url.set || (strncmp(b->url.s, "http://", 7) != 0 &&
+                                         strncmp(b->url.s, "https://", 8) != 0)))
+        rc =
+            b->url.set
+                ? fail_str(ld, &b->url, "backend %s: url: want http:// or https://", b->name.s)
+                : fail_at(ld, CMA_ERR_CONFIG_VALUE, item, "backend %s: url is required", b->name.s);
+    if (rc == CMA_OK)
+        rc = read_str(ld, item, "verb", &verb);
+    if (rc == CMA_OK && verb.set && strcmp(verb.s, "GET") != 0 && strcmp(verb.s, "POST") != 0)
+        rc = fail_str(ld, &verb, "backend %s: verb: want GET or POST", b->name.s);
+    b->use_post = rc == CMA_OK && verb.set && strcmp(verb.s, "POST") == 0;
+    if (rc == CMA_OK)
+        rc = read_str(ld, item, "timeout", &timeout);
+    if (rc == CMA_OK && timeout.set &&
+        (!parse_prom_duration(timeout.s, &b->timeout_ms) || b->timeout_ms <= 0))
+        rc = fail_str(ld, &timeout,
+                      "backend %s: timeout \"%s\": want a positive duration (10s, "
+                      "1m30s)",
+                      b->name.s, timeout.s);
+    if (rc == CMA_OK)
+        rc = read_str(ld, item, "maxQueryLength", &maxlen);
+    if (rc == CMA_OK && maxlen.set) {
+        char *end = NULL;
+        errno = 0;
+        long long n = strtoll(maxlen.s, &end, 10);
+        if (errno || end == maxlen.s || *end || n <= 0 || maxlen.s[0] == '+')
+            rc = fail_str(ld, &maxlen,
+                          "backend %s: maxQueryLength \"%s\": want a positive "
+                          "number of bytes",
+                          b->name.s, maxlen.s);
+        b->max_query_length = n;
+    }
+    free(verb.s);
+    free(timeout.s);
+    free(maxlen.s);
+    return rc;
+}
+
+static enum cma_errc read_backend_basic_auth(struct loader *ld, const struct cma_ynode *item,
+                                             struct cma_config_backend *b)
+{
+    static const char *const keys[] = {"username", "passwordFile", NULL};
+    const struct cma_ynode *v = get_value(item, "basicAuth");
+    if (!v)
+        return CMA_OK;
+    if (v->kind != CMA_YNODE_MAPPING)
+        return wrong_kind(ld, v, "a mapping (username, passwordFile)", "basicAuth");
+    enum cma_errc rc = check_keys(ld, v, keys);
+    if (rc == CMA_OK)
+        rc = read_str(ld, v, "username", &b->basic_username);
+    if (rc == CMA_OK)
+        rc = read_file_setting(ld, v, "passwordFile", "basicAuth.passwordFile",
+                               &b->basic_password_file);
+    if (rc == CMA_OK && (!b->basic_username.set || !b->basic_password_file.set))
+        rc = fail_at(ld, CMA_ERR_CONFIG_VALUE, v,
+                     "backend %s: basicAuth needs username and passwordFile", b->name.s);
+    return rc;
+}
+
+static enum cma_errc read_backend_tls(struct loader *ld, const struct cma_ynode *item,
+                                      struct cma_config_backend *b)
+{
+    static const char *const keys[] = {"caFile", "certFile", "keyFile", "insecureSkipVerify", NULL};
+    const struct cma_ynode *v = get_value(item, "tls");
+    if (!v)
+        return CMA_OK;
+    if (v->kind != CMA_YNODE_MAPPING)
+        return wrong_kind(ld, v, "a mapping (caFile, certFile, keyFile, insecureSkipVerify)",
+                          "tls");
+    enum cma_errc rc = check_keys(ld, v, keys);
+    if (rc == CMA_OK)
+        rc = read_file_setting(ld, v, "caFile", "tls.caFile", &b->ca_file);
+    if (rc == CMA_OK)
+        rc = read_file_setting(ld, v, "certFile", "tls.certFile", &b->cert_file);
+    if (rc == CMA_OK)
+        rc = read_file_setting(ld, v, "keyFile", "tls.keyFile", &b->key_file);
+    if (rc == CMA_OK)
+        rc = read_bool(ld, v, "insecureSkipVerify", &b->insecure_skip_verify);
+    if (rc == CMA_OK && b->cert_file.set != b->key_file.set)
+        rc = fail_at(ld, CMA_ERR_CONFIG_VALUE, v,
+                     "backend %s: tls.certFile and tls.keyFile go "
+                     "together",
+                     b->name.s);
+    return rc;
+}
+
+static enum cma_errc read_backend(struct loader *ld, const struct cma_ynode *item,
+                                  struct cma_config_backend *b)
+{
+    static const char *const keys[] = {"name",
+                                       "url",
+                                       "verb",
+                                       "timeout",
+                                       "headers",
+                                       "queryParameters",
+                                       "maxQueryLength",
+                                       "bearerTokenFile",
+                                       "basicAuth",
+                                       "tls",
+                                       "kubeconfig",
+                                       "inCluster",
+                                       NULL};
+    b->pos = pos_of(ld, item);
+    if (item->kind != CMA_YNODE_MAPPING)
+        return fail_at(ld, CMA_ERR_CONFIG_TYPE, item,
+                       "expected a mapping for each entry of backends, got %s", kind_name(item));
+    enum cma_errc rc = check_keys(ld, item, keys);
+    if (rc == CMA_OK)
+        rc = read_backend_basics(ld, item, b);
+    if (rc == CMA_OK)
+        rc = read_kvs(ld, item, "headers", true, &b->headers, &b->n_headers);
+    if (rc == CMA_OK)
+        rc = read_kvs(ld, item, "queryParameters", false, &b->query_params, &b->n_query_params);
+    if (rc == CMA_OK)
+        rc = read_file_setting(ld, item, "bearerTokenFile", "bearerTokenFile",
+                               &b->bearer_token_file);
+    if (rc == CMA_OK)
+        rc = read_backend_basic_auth(ld, item, b);
+    if (rc == CMA_OK)
+        rc = read_backend_tls(ld, item, b);
+    if (rc == CMA_OK)
+        rc = read_file_setting(ld, item, "kubeconfig", "kubeconfig", &b->kubeconfig);
+    if (rc == CMA_OK)
+        rc = read_bool(ld, item, "inCluster", &b->in_cluster);
+    if (rc == CMA_OK && b->bearer_token_file.set && b->basic_username.set)
+        rc = fail_at(ld, CMA_ERR_CONFIG_VALUE, item,
+                     "backend %s: bearerTokenFile and basicAuth: give one of them, the backend "
+                     "gets one Authorization header",
+                     b->name.s);
+    if (rc == CMA_OK && b->kubeconfig.set && b->in_cluster)
+        rc = fail_at(ld, CMA_ERR_CONFIG_VALUE, item,
+                     "backend %s: kubeconfig and inCluster: give one of them", b->name.s);
+    return rc;
+}
+
+static enum cma_errc duplicate_backend(struct cma_err *reterr,
+                                       const struct cma_config_backend *later,
+                                       const struct cma_config_backend *earlier)
+{
+    const struct cma_pos *p = &later->name.pos, *q = &earlier->name.pos;
+    return cma_err_set_at(reterr, CMA_ERR_CONFIG_VALUE, p->file, p->line, p->column,
+                          "backend \"%s\" is already defined at %s:%u:%u: backend names must be "
+                          "unique",
+                          later->name.s, q->file, q->line, q->column);
+}
+
+/* Backend names are unique across every file loaded. */
+static enum cma_errc check_backend_names(const struct cma_config *cfg, struct cma_err *reterr)
+{
+    for (size_t i = 0; i < cfg->n_backends; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(cfg->backends[i].name.s, cfg->backends[j].name.s) == 0)
+                return duplicate_backend(reterr, &cfg->backends[i], &cfg->backends[j]);
+    return CMA_OK;
+}
+
+static enum cma_errc read_backends(struct loader *ld, const struct cma_ynode *root)
+{
+    const struct cma_ynode *v = get_value(root, "backends");
+    if (!v)
+        return CMA_OK;
+    if (v->kind != CMA_YNODE_SEQUENCE)
+        return wrong_kind(ld, v, "a list", "backends");
+    if (v->n_items == 0)
+        return CMA_OK;
+    ld->cfg->backends = calloc(v->n_items, sizeof(*ld->cfg->backends));
+    if (!ld->cfg->backends)
+        return fail_nomem(ld);
+    for (size_t i = 0; i < v->n_items; i++) {
+        enum cma_errc rc = read_backend(ld, v->items[i], &ld->cfg->backends[ld->cfg->n_backends++]);
+        if (rc)
+            return rc;
+    }
+    return check_backend_names(ld->cfg, ld->reterr);
+}
+
+/* Resolves one `backend: NAME` to its index (0: the flags' backend). */
+static enum cma_errc resolve_ref(const struct cma_config *cfg, struct cma_config_backend_ref *ref,
+                                 struct cma_err *reterr)
+{
+    ref->index = 0;
+    if (!ref->name.set)
+        return CMA_OK;
+    for (size_t i = 0; i < cfg->n_backends; i++)
+        if (strcmp(cfg->backends[i].name.s, ref->name.s) == 0) {
+            ref->index = i + 1;
+            return CMA_OK;
+        }
+    char names[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < cfg->n_backends && used < sizeof(names); i++) {
+        int n = snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "",
+                         cfg->backends[i].name.s);
+        used += n > 0 ? (size_t)n : 0;
+    }
+    const struct cma_pos *p = &ref->name.pos;
+    return cma_err_set_at(reterr, CMA_ERR_CONFIG_VALUE, p->file, p->line, p->column,
+                          "unknown backend \"%s\" (%s%s)", ref->name.s,
+                          cfg->n_backends ? "defined: " : "no backends: list defines any", names);
+}
+
+/* Every `backend: NAME` of rules, externalRules and resourceRules names a backends: entry. */
+static enum cma_errc resolve_backend_refs(struct cma_config *cfg, struct cma_err *reterr)
+{
+    enum cma_errc rc = CMA_OK;
+    for (size_t i = 0; rc == CMA_OK && i < cfg->n_rules; i++)
+        rc = resolve_ref(cfg, &cfg->rules[i].backend, reterr);
+    for (size_t i = 0; rc == CMA_OK && i < cfg->n_external_rules; i++)
+        rc = resolve_ref(cfg, &cfg->external_rules[i].backend, reterr);
+    if (rc == CMA_OK && cfg->resource_rules)
+        rc = resolve_ref(cfg, &cfg->resource_rules->backend, reterr);
+    return rc;
+}
+
+static void backends_free(struct cma_config_backend *bs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct cma_config_backend *b = &bs[i];
+        struct cma_config_str *strs[] = {&b->name,
+                                         &b->url,
+                                         &b->bearer_token_file,
+                                         &b->basic_username,
+                                         &b->basic_password_file,
+                                         &b->ca_file,
+                                         &b->cert_file,
+                                         &b->key_file,
+                                         &b->kubeconfig};
+        for (size_t j = 0; j < sizeof(strs) / sizeof(strs[0]); j++)
+            free(strs[j]->s);
+        for (size_t j = 0; j < b->n_headers; j++) {
+            free(b->headers[j].key);
+            free(b->headers[j].value);
+        }
+        free(b->headers);
+        for (size_t j = 0; j < b->n_query_params; j++) {
+            free(b->query_params[j].key);
+            free(b->query_params[j].value);
+        }
+        free(b->query_params);
+    }
+    free(bs);
+}
+
 /* ---- entry points --------------------------------------------------------------------------- */
 
 static enum cma_errc build(struct loader *ld, const struct cma_ynode *root)
 {
-    static const char *const keys[] = {"rules", "externalRules", "resourceRules", NULL};
+    static const char *const keys[] = {"rules", "externalRules", "resourceRules", "backends", NULL};
     if (is_null(root))
         return CMA_OK;
     if (root->kind != CMA_YNODE_MAPPING)
@@ -543,6 +961,8 @@ static enum cma_errc build(struct loader *ld, const struct cma_ynode *root)
                         &ld->cfg->n_external_rules);
     if (!rc)
         rc = read_resource_rules(ld, root);
+    if (!rc)
+        rc = read_backends(ld, root);
     return rc;
 }
 
@@ -592,8 +1012,10 @@ static enum cma_errc from_doc(const struct cma_ydoc *doc, struct cma_config **re
     return CMA_OK;
 }
 
-enum cma_errc cma_config_load_file(const char *path, struct cma_config **ret,
-                                   struct cma_err *reterr)
+/* One file alone, its backend references not resolved yet (they may name a backend of
+ * another file). */
+static enum cma_errc load_file_unresolved(const char *path, struct cma_config **ret,
+                                          struct cma_err *reterr)
 {
     struct cma_ydoc *doc = NULL;
     enum cma_errc rc = cma_ydoc_load_file(path, &doc, reterr);
@@ -604,21 +1026,49 @@ enum cma_errc cma_config_load_file(const char *path, struct cma_config **ret,
     return rc;
 }
 
+/* Resolves *cfg's backend references; frees it on failure. */
+static enum cma_errc resolved(struct cma_config **cfg, enum cma_errc rc, struct cma_err *reterr)
+{
+    if (rc == CMA_OK && (rc = resolve_backend_refs(*cfg, reterr)) != CMA_OK) {
+        cma_config_free(*cfg);
+        *cfg = NULL;
+    }
+    return rc;
+}
+
+enum cma_errc cma_config_load_file(const char *path, struct cma_config **ret,
+                                   struct cma_err *reterr)
+{
+    struct cma_config *cfg = NULL;
+    enum cma_errc rc = resolved(&cfg, load_file_unresolved(path, &cfg, reterr), reterr);
+    if (rc == CMA_OK)
+        *ret = cfg;
+    return rc;
+}
+
 enum cma_errc cma_config_load_string(const char *name, const char *text, size_t len,
                                      struct cma_config **ret, struct cma_err *reterr)
 {
     struct cma_ydoc *doc = NULL;
+    struct cma_config *cfg = NULL;
     enum cma_errc rc = cma_ydoc_parse(name, text, len, &doc, reterr);
     if (rc)
         return rc;
-    rc = from_doc(doc, ret, reterr);
+    rc = resolved(&cfg, from_doc(doc, &cfg, reterr), reterr);
     cma_ydoc_free(doc);
+    if (rc == CMA_OK)
+        *ret = cfg;
     return rc;
 }
 
 static void str_done(struct cma_config_str *s)
 {
     free(s->s);
+}
+
+static void rule_backend_done(struct cma_config_backend_ref *ref)
+{
+    free(ref->name.s);
 }
 
 static void resources_done(struct cma_config_resources *res)
@@ -646,6 +1096,7 @@ static void rules_free(struct cma_config_rule *rules, size_t n)
         str_done(&r->name_matches);
         str_done(&r->name_as);
         str_done(&r->metrics_query);
+        rule_backend_done(&r->backend);
     }
     free(rules);
 }
@@ -668,8 +1119,10 @@ void cma_config_free(struct cma_config *cfg)
         resource_rule_done(&cfg->resource_rules->cpu);
         resource_rule_done(&cfg->resource_rules->memory);
         str_done(&cfg->resource_rules->window);
+        rule_backend_done(&cfg->resource_rules->backend);
         free(cfg->resource_rules);
     }
+    backends_free(cfg->backends, cfg->n_backends);
     for (size_t i = 0; i < cfg->n_warnings; i++)
         free(cfg->warnings[i]);
     free(cfg->warnings);
@@ -832,8 +1285,26 @@ static enum cma_errc move_strings(char ***dst, size_t *n_dst, char ***src, size_
     return CMA_OK;
 }
 
-/* Moves part's rules, warnings, resourceRules and file names onto base; part keeps only what
- * cma_config_free() may free. Only resourceRules can conflict (exactly one file may hold it). */
+static enum cma_errc move_backends(struct cma_config *base, struct cma_config *part)
+{
+    if (part->n_backends == 0)
+        return CMA_OK;
+    size_t n = base->n_backends + part->n_backends;
+    struct cma_config_backend *grown = realloc(base->backends, n * sizeof(*grown));
+    if (!grown)
+        return CMA_ERR_NOMEM;
+    memcpy(grown + base->n_backends, part->backends, part->n_backends * sizeof(*grown));
+    base->backends = grown;
+    base->n_backends = n;
+    free(part->backends);
+    part->backends = NULL;
+    part->n_backends = 0;
+    return CMA_OK;
+}
+
+/* Moves part's rules, warnings, resourceRules, backends and file names onto base; part keeps only
+ * what cma_config_free() may free. Only resourceRules can conflict (exactly one file may hold it).
+ */
 static enum cma_errc merge_into(struct cma_config *base, struct cma_config *part,
                                 struct cma_err *reterr)
 {
@@ -847,7 +1318,8 @@ static enum cma_errc merge_into(struct cma_config *base, struct cma_config *part
         move_rules(&base->external_rules, &base->n_external_rules, &part->external_rules,
                    &part->n_external_rules) ||
         move_strings(&base->warnings, &base->n_warnings, &part->warnings, &part->n_warnings) ||
-        move_strings(&base->files, &base->n_files, &part->files, &part->n_files))
+        move_strings(&base->files, &base->n_files, &part->files, &part->n_files) ||
+        move_backends(base, part))
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     if (b) {
         base->resource_rules = part->resource_rules;
@@ -1045,7 +1517,7 @@ static enum cma_errc load_merged(const struct path_list *files, struct cma_confi
     enum cma_errc rc = CMA_OK;
     for (size_t i = 0; rc == CMA_OK && i < files->n; i++) {
         struct cma_config *part = NULL;
-        rc = cma_config_load_file(files->v[i], &part, reterr);
+        rc = load_file_unresolved(files->v[i], &part, reterr);
         if (rc == CMA_OK && !base)
             base = part;
         else if (rc == CMA_OK) {
@@ -1053,6 +1525,10 @@ static enum cma_errc load_merged(const struct path_list *files, struct cma_confi
             cma_config_free(part);
         }
     }
+    if (rc == CMA_OK && base)
+        rc = check_backend_names(base, reterr);
+    if (rc == CMA_OK && base)
+        rc = resolve_backend_refs(base, reterr);
     if (rc == CMA_OK && base)
         rc = check_duplicates(base->rules, base->n_rules, false, reterr);
     if (rc == CMA_OK && base)

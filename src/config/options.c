@@ -501,6 +501,13 @@ static const struct flag flags[] = {
      .offset = OPT(insecure_disable_auth),
      .help = "Serve every request without authentication or authorization (local demos only; never "
              "in a cluster)"},
+    {.name = "enable-explain",
+     .type = FLAG_BOOL,
+     .offset = OPT(enable_explain),
+     .help = "Serve GET /debug/explain?path=PATH: the explain report of a metrics request (rule, "
+             "PromQL, raw samples, what was left out and why), authorized as the non-resource "
+             "path /debug/explain; off by default, as kube-apiserver's debug handlers "
+             "(docs/operations.md)"},
     /* logging and modes */
     {.name = "v",
      .shorthand = 'v',

@@ -65,6 +65,7 @@ static const struct route_row route_rows[] = {
     {.pattern = "readyz/{check}", .kind = CMA_ROUTE_READYZ, .subpath_at = 1},
     {.pattern = "version", .kind = CMA_ROUTE_VERSION},
     {.pattern = "metrics", .kind = CMA_ROUTE_METRICS},
+    {.pattern = "debug/explain", .kind = CMA_ROUTE_DEBUG_EXPLAIN},
     {.pattern = "openapi/v2", .kind = CMA_ROUTE_OPENAPI, .subpath_at = 1},
     {.pattern = "openapi/v3", .kind = CMA_ROUTE_OPENAPI, .subpath_at = 1},
     {.pattern = "openapi/v3/{*}", .kind = CMA_ROUTE_OPENAPI, .subpath_at = 1},

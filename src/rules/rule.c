@@ -1,6 +1,8 @@
 /* rule.c: compiles a loaded config into an immutable ruleset: naming, resource mapping and the
  * metricsQuery template of each custom and external rule, and the resourceRules templates.
- * Every compile error carries the position of the offending config value.
+ * Every compile error carries the position of the offending config value. Each rule also
+ * records the backend it names (`backend: NAME`); cma_ruleset_bind_backends() binds the names to
+ * main's backend table by name, before the ruleset is shared.
  *
  * DESIGN: what prometheus-adapter refuses at start-up is an error here too; what it loads but
  * cannot serve loads here with a warning ("file:line:column: ..." for main to log, fatal with
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cma/backend.h"
 #include "cma/config.h"
 #include "cma/regex.h"
 #include "cma/rule.h"
@@ -65,6 +68,38 @@ static enum cma_errc add_warning(struct cma_ruleset *rs, struct cma_rule *rule,
     enum cma_errc rc = push_warning(rs, line);
     if (rc == CMA_OK && rule && !rule->problem && !(rule->problem = strdup(line)))
         rc = CMA_ERR_NOMEM;
+    return rc;
+}
+
+/* One binding: by name (NULL: the flags' backend, index 0). */
+static enum cma_errc bind_one(struct cma_rule_backend *rb, const char *const *names,
+                              const struct cma_backend *queries, size_t n, struct cma_err *reterr)
+{
+    static const struct cma_pos nowhere = {"", 0, 0};
+    const struct cma_pos *pos = rb->pos ? rb->pos : &nowhere;
+    for (size_t i = 0; i < n; i++)
+        if ((!rb->name && i == 0) || (rb->name && names[i] && strcmp(rb->name, names[i]) == 0)) {
+            rb->index = i;
+            rb->queries = &queries[i];
+            return CMA_OK;
+        }
+    return cma_err_set_at(reterr, CMA_ERR_CONFIG_VALUE, pos->file, pos->line, pos->column,
+                          "backend \"%s\" is not one of the backends this process started "
+                          "with: backends are created at start-up, restart to add one",
+                          rb->name ? rb->name : "(--prometheus-url)");
+}
+
+enum cma_errc cma_ruleset_bind_backends(struct cma_ruleset *rs, const char *const *names,
+                                        const struct cma_backend *queries, size_t n,
+                                        struct cma_err *reterr)
+{
+    enum cma_errc rc = CMA_OK;
+    for (size_t i = 0; rc == CMA_OK && i < rs->n_rules; i++)
+        rc = bind_one(&rs->rules[i].backend, names, queries, n, reterr);
+    for (size_t i = 0; rc == CMA_OK && i < rs->n_external_rules; i++)
+        rc = bind_one(&rs->external_rules[i].backend, names, queries, n, reterr);
+    if (rc == CMA_OK)
+        rc = bind_one(&rs->resource_backend, names, queries, n, reterr);
     return rc;
 }
 
@@ -176,6 +211,8 @@ static enum cma_errc compile_rule(struct cma_ruleset *rs, struct cma_rule *rule,
     rule->cfg = cfg;
     rule->namespaced = cfg->resources.namespaced_set ? cfg->resources.namespaced : true;
     rule->series_query = cfg->series_query.set && cfg->series_query.s ? cfg->series_query.s : "";
+    rule->backend.name = cfg->backend.name.set ? cfg->backend.name.s : NULL;
+    rule->backend.pos = &cfg->backend.name.pos;
     enum cma_errc rc = cma_naming_compile(cfg, &rule->naming, reterr);
     if (rc == CMA_OK)
         rc = cma_resmap_compile(&cfg->resources, &rule->resmap, reterr);
@@ -246,9 +283,29 @@ static void resource_query_done(struct cma_resource_query *q)
     cma_resmap_free(q->resmap);
 }
 
+struct cma_ruleset *cma_ruleset_ref(const struct cma_ruleset *rs)
+{
+    /* The count is the one mutable part of a shared ruleset; every ruleset comes from calloc
+     * in cma_ruleset_compile, so writing through the cast is defined. */
+    struct cma_ruleset *m = (struct cma_ruleset *)rs;
+    if (m)
+        atomic_fetch_add(&m->refs, 1);
+    return m;
+}
+
+void cma_ruleset_unref(const struct cma_ruleset *rs)
+{
+    cma_ruleset_free((struct cma_ruleset *)rs);
+}
+
+void cma_ruleset_own_config(struct cma_ruleset *rs, struct cma_config *cfg)
+{
+    rs->owned_config = cfg;
+}
+
 void cma_ruleset_free(struct cma_ruleset *rs)
 {
-    if (!rs)
+    if (!rs || atomic_fetch_sub(&rs->refs, 1) != 1)
         return;
     struct cma_rule *lists[2] = {rs->rules, rs->external_rules};
     size_t counts[2] = {rs->n_rules, rs->n_external_rules};
@@ -266,6 +323,7 @@ void cma_ruleset_free(struct cma_ruleset *rs)
     for (size_t i = 0; i < rs->n_warnings; i++)
         free(rs->warnings[i]);
     free(rs->warnings);
+    cma_config_free(rs->owned_config);
     free(rs);
 }
 
@@ -275,6 +333,7 @@ enum cma_errc cma_ruleset_compile(const struct cma_config *cfg, struct cma_rules
     struct cma_ruleset *rs = calloc(1, sizeof(*rs));
     if (!rs)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    atomic_init(&rs->refs, 1);
     rs->rules = calloc(cfg->n_rules + 1, sizeof(*rs->rules));
     rs->external_rules = calloc(cfg->n_external_rules + 1, sizeof(*rs->external_rules));
     if (!rs->rules || !rs->external_rules) {
@@ -297,6 +356,9 @@ enum cma_errc cma_ruleset_compile(const struct cma_config *cfg, struct cma_rules
     if (rc == CMA_OK && cfg->resource_rules) {
         rs->has_resource_rules = true;
         rs->window_ms = cfg->resource_rules->window_ms;
+        const struct cma_config_str *b = &cfg->resource_rules->backend.name;
+        rs->resource_backend.name = b->set ? b->s : NULL;
+        rs->resource_backend.pos = &b->pos;
         rc = compile_resource_query(rs, &rs->cpu, &cfg->resource_rules->cpu, "cpu", reterr);
         if (rc == CMA_OK)
             rc = compile_resource_query(rs, &rs->memory, &cfg->resource_rules->memory, "memory",

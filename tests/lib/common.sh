@@ -228,7 +228,7 @@ start_prometheus() {
 # start_victoria_metrics PROM_TEXT_FILE [MATCH]: starts VictoriaMetrics, imports the file
 # (Prometheus text format, ms timestamps) through /api/v1/import/prometheus, forces a flush and
 # waits until /api/v1/series?match[]=MATCH (default {__name__!=""}) returns something.
-# Exports VM_URL, VM_PID, VM_DIR, VM_LOG.
+# Exports VM_URL, VM_PID, VM_DIR, VM_LOG. VM_ARGS (optional) adds flags, e.g. -search.maxQueryLen=300.
 start_victoria_metrics() {
   local file=$1 match=${2:-'{__name__!=""}'} dir port attempt rc deadline code
   [ -r "$file" ] || {
@@ -239,8 +239,10 @@ start_victoria_metrics() {
   VM_LOG="$dir/victoria-metrics.log"
   for attempt in 1 2 3; do
     port=$(free_port)
+    # VM_ARGS: further flags, e.g. -search.maxQueryLen=300 (word-split on purpose)
+    # shellcheck disable=SC2086
     _cma_spawn "$VM_LOG" victoria-metrics -httpListenAddr="127.0.0.1:$port" \
-      -storageDataPath="$dir/data" -retentionPeriod=100y -search.disableCache
+      -storageDataPath="$dir/data" -retentionPeriod=100y -search.disableCache ${VM_ARGS:-}
     _cma_wait_ready victoria-metrics "$_CMA_SPAWNED" "$VM_LOG" "http://127.0.0.1:$port/health"
     rc=$?
     [ $rc -eq 0 ] && break

@@ -402,31 +402,52 @@ static void test_cma_query_build__series_registry_queries(void **state)
     unload(&fx);
 }
 
-static void test_cma_catalog_discovery_doc__sorted_and_consistent(void **state)
+struct counted_attachment {
+    struct cma_catalog_attachment base;
+    int *freed;
+};
+
+static void counted_free(struct cma_catalog_attachment *a)
+{
+    struct counted_attachment *c = (struct counted_attachment *)a;
+    (*c->freed)++;
+    free(c);
+}
+
+static struct cma_catalog_attachment *counted(int *freed)
+{
+    struct counted_attachment *c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    c->base.free = counted_free;
+    c->freed = freed;
+    return &c->base;
+}
+
+static void test_cma_catalog_attach__first_wins_and_goes_with_the_snapshot(void **state)
 {
     (void)state;
     struct fixture fx;
     load(&fx, "");
-    static const char *const cont[] = {
-        "container_some_usage{pod=somepod,namespace=somens,container=somecont}"};
     static const char *const none[] = {"x{a=b}"};
     const struct fake_series answers[] = {
-        {CONTAINER_SEL, cont, 1},
+        {CONTAINER_SEL, none, 0},
         {"{namespace!=\"\",__name__!~\"^container_.*\"}", none, 0},
     };
     struct cma_catalog *c = relist(&fx, answers, 2);
-    size_t len = 0;
-    const char *doc = cma_catalog_discovery_doc(c, "custom.metrics.k8s.io", "v1beta1", &len);
-    assert_non_null(doc);
-    assert_string_equal(
-        doc, "{\"kind\":\"APIResourceList\",\"apiVersion\":\"v1\",\"groupVersion\":"
-             "\"custom.metrics.k8s.io/v1beta1\",\"resources\":[{\"name\":\"namespaces/some_usage\","
-             "\"singularName\":\"\",\"namespaced\":false,\"kind\":\"MetricValueList\",\"verbs\":["
-             "\"get\"]},{\"name\":\"pods/some_usage\",\"singularName\":\"\",\"namespaced\":true,"
-             "\"kind\":\"MetricValueList\",\"verbs\":[\"get\"]}]}\n");
-    assert_int_equal(len, strlen(doc));
-    assert_null(cma_catalog_discovery_doc(c, "custom.metrics.k8s.io", "v2", &len));
+    assert_null(cma_catalog_attachment(c));
+    int freed_first = 0, freed_second = 0;
+    struct cma_catalog_attachment *first = counted(&freed_first);
+    assert_ptr_equal(cma_catalog_attach(c, first), first);
+    assert_ptr_equal(cma_catalog_attachment(c), first);
+    /* a second attach (another thread encoded too) is freed at once; the first one stays */
+    assert_ptr_equal(cma_catalog_attach(c, counted(&freed_second)), first);
+    assert_int_equal(freed_second, 1);
+    assert_int_equal(freed_first, 0);
+    struct cma_catalog *held = cma_catalog_ref(c);
     cma_catalog_unref(c);
+    assert_int_equal(freed_first, 0); /* still referenced */
+    cma_catalog_unref(held);
+    assert_int_equal(freed_first, 1);
     unload(&fx);
 }
 
@@ -467,7 +488,7 @@ int main(void)
         cmocka_unit_test(test_cma_discovery_relist__provider_10_entries),
         cmocka_unit_test(test_cma_discovery_relist__start_is_now_minus_max_age),
         cmocka_unit_test(test_cma_query_build__series_registry_queries),
-        cmocka_unit_test(test_cma_catalog_discovery_doc__sorted_and_consistent),
+        cmocka_unit_test(test_cma_catalog_attach__first_wins_and_goes_with_the_snapshot),
         cmocka_unit_test(test_cma_catalog_store__keeps_last_published),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,7 +3,9 @@
  * first document), positions,
  * every shape error with its exact position, and the tests/config-errors cases verbatim; and
  * several files (cma_config_load_paths): merge order, directories, positions per file, and the
- * conflicts (resourceRules twice, the same metric from two files, the same file twice). */
+ * conflicts (resourceRules twice, the same metric from two files, the same file twice); and
+ * backends: (this project's extension): every setting, relative paths, references across files
+ * and every load error with its position. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -652,10 +654,10 @@ static void test_cma_config_load_string__unknown_keys(void **state)
     (void)state;
     load_fails("rules: []\nexternalrules: []\n", CMA_ERR_CONFIG_KEY,
                "cfg.yaml:2:1: unknown key \"externalrules\" (allowed: rules, externalRules, "
-               "resourceRules)");
+               "resourceRules, backends)");
     load_fails("rules:\n- seriesquery: up\n", CMA_ERR_CONFIG_KEY,
                "cfg.yaml:2:3: unknown key \"seriesquery\" (allowed: seriesQuery, seriesFilters, "
-               "resources, name, metricsQuery)");
+               "resources, name, metricsQuery, backend)");
     load_fails("rules:\n- resources:\n    overide: {}\n", CMA_ERR_CONFIG_KEY,
                "cfg.yaml:3:5: unknown key \"overide\" (allowed: overrides, template, namespaced)");
     load_fails("rules:\n- name:\n    match: x\n", CMA_ERR_CONFIG_KEY,
@@ -666,7 +668,7 @@ static void test_cma_config_load_string__unknown_keys(void **state)
                CMA_ERR_CONFIG_KEY,
                "cfg.yaml:4:28: unknown key \"kind\" (allowed: group, resource)");
     load_fails("resourceRules:\n  disk: {}\n", CMA_ERR_CONFIG_KEY,
-               "cfg.yaml:2:3: unknown key \"disk\" (allowed: cpu, memory, window)");
+               "cfg.yaml:2:3: unknown key \"disk\" (allowed: cpu, memory, window, backend)");
     load_fails("resourceRules:\n  cpu:\n    podQuery: x\n", CMA_ERR_CONFIG_KEY,
                "cfg.yaml:3:5: unknown key \"podQuery\" (allowed: containerQuery, nodeQuery, "
                "resources, containerLabel)");
@@ -679,10 +681,11 @@ static void test_cma_config_load_string__unknown_keys(void **state)
                CMA_ERR_CONFIG_KEY,
                "cfg.yaml:4:7: merge keys (<<) are not supported: write the keys out in full");
     load_fails("'<<': 1\n", CMA_ERR_CONFIG_KEY,
-               "cfg.yaml:1:1: unknown key \"<<\" (allowed: rules, externalRules, resourceRules)");
+               "cfg.yaml:1:1: unknown key \"<<\" (allowed: rules, externalRules, resourceRules, "
+               "backends)");
     load_fails("\"a\\tb\": 1\n", CMA_ERR_CONFIG_KEY,
                "cfg.yaml:1:1: unknown key \"a\\tb\" (allowed: rules, externalRules, "
-               "resourceRules)");
+               "resourceRules, backends)");
 }
 
 static void test_cma_config_load_string__wrong_shapes(void **state)
@@ -1021,7 +1024,7 @@ static void test_cma_config_load_paths__directory(void **state)
     free(write_file(sub, "40-bad.yaml", "rules:\n- seriesQuery: x\n  bogus: 1\n"));
     paths_fail(paths, 1, dir, CMA_ERR_CONFIG_KEY,
                "D/conf.d/40-bad.yaml:3:3: unknown key \"bogus\" (allowed: seriesQuery, "
-               "seriesFilters, resources, name, metricsQuery)");
+               "seriesFilters, resources, name, metricsQuery, backend)");
     /* a directory without rule files */
     const char *empty[] = {link};
     paths_fail(empty, 1, dir, CMA_ERR_CONFIG_IO,
@@ -1170,6 +1173,151 @@ static void test_cma_config_load_paths__same_external_metric_from_two_files(void
 
 /* Every tests/config-errors/<case>/ gives exactly its expect.error when loaded as
  * "<case>/config.yaml" from that directory, as the runner does through the binary. */
+/* ---- backends: (this project's extension) ---------------------------------------------------- */
+
+static void test_cma_config_load_paths__backends(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    char *pw = write_file(dir, "password", "s3cret\n");
+    char *token = write_file(dir, "token", "t0ken\n");
+    char *ca = write_file(dir, "ca.crt", "not parsed here\n");
+    /* relative paths resolve against the config file's directory */
+    char *a = write_file(dir, "a.yaml",
+                         "backends:\n"
+                         "- name: mimir-gpu\n"
+                         "  url: https://mimir.example/prometheus\n"
+                         "  verb: POST\n"
+                         "  timeout: 1m30s\n"
+                         "  headers: {X-Scope-OrgID: giantswarm}\n"
+                         "  queryParameters: {dedup: 'true', partial_response: 'false'}\n"
+                         "  maxQueryLength: 16384\n"
+                         "  basicAuth: {username: reader, passwordFile: password}\n"
+                         "  tls: {caFile: ca.crt, insecureSkipVerify: true}\n"
+                         "rules:\n"
+                         "- seriesQuery: up\n"
+                         "  backend: apps\n"
+                         "- seriesQuery: up\n");
+    char *b = write_file(dir, "b.yaml",
+                         "backends:\n"
+                         "- {name: apps, url: 'http://127.0.0.1:9090', bearerTokenFile: token}\n"
+                         "externalRules:\n"
+                         "- {seriesQuery: up, backend: mimir-gpu}\n"
+                         "resourceRules: {backend: apps, window: 1m}\n");
+    const char *paths[] = {a, b};
+    struct cma_config *cfg = paths_ok(paths, 2);
+    assert_int_equal(cfg->n_backends, 2);
+    const struct cma_config_backend *m = &cfg->backends[0], *p = &cfg->backends[1];
+    assert_string_equal(m->name.s, "mimir-gpu");
+    assert_string_equal(m->url.s, "https://mimir.example/prometheus");
+    assert_true(m->use_post);
+    assert_int_equal(m->timeout_ms, 90000);
+    assert_int_equal(m->n_headers, 1);
+    assert_string_equal(m->headers[0].key, "X-Scope-OrgID");
+    assert_string_equal(m->headers[0].value, "giantswarm");
+    assert_int_equal(m->n_query_params, 2);
+    assert_string_equal(m->query_params[1].key, "partial_response");
+    assert_string_equal(m->query_params[1].value, "false");
+    assert_int_equal(m->max_query_length, 16384);
+    assert_string_equal(m->basic_username.s, "reader");
+    assert_string_equal(m->basic_password_file.s, pw);
+    assert_string_equal(m->ca_file.s, ca);
+    assert_true(m->insecure_skip_verify);
+    assert_false(m->in_cluster);
+    assert_false(p->use_post);
+    assert_int_equal(p->timeout_ms, 0);
+    assert_string_equal(p->bearer_token_file.s, token);
+    assert_int_equal(p->name.pos.line, 2);
+    assert_ptr_equal(p->name.pos.file, cfg->files[1]);
+    /* a rule may name a backend of another file; no backend: is the flags' one (0) */
+    assert_int_equal(cfg->rules[0].backend.index, 2);
+    assert_string_equal(cfg->rules[0].backend.name.s, "apps");
+    assert_int_equal(cfg->rules[1].backend.index, 0);
+    assert_false(cfg->rules[1].backend.name.set);
+    assert_int_equal(cfg->external_rules[0].backend.index, 1);
+    assert_int_equal(cfg->resource_rules->backend.index, 2);
+    cma_config_free(cfg);
+    /* the same name in two files: both positions */
+    char *c = write_file(dir, "c.yaml", "backends:\n- name: apps\n  url: http://other:9090\n");
+    const char *twice[] = {a, b, c};
+    paths_fail(twice, 3, dir, CMA_ERR_CONFIG_VALUE,
+               "D/c.yaml:2:9: backend \"apps\" is already defined at D/b.yaml:2:10: backend "
+               "names must be unique");
+    /* a.yaml alone names a backend only b.yaml defines */
+    const char *alone[] = {a};
+    paths_fail(alone, 1, dir, CMA_ERR_CONFIG_VALUE,
+               "D/a.yaml:13:12: unknown backend \"apps\" (defined: mimir-gpu)");
+    /* a missing secret file: the resolved path and the reason */
+    char *d = write_file(dir, "d.yaml",
+                         "backends:\n- name: x\n  url: http://x\n  bearerTokenFile: gone\n");
+    const char *missing[] = {d};
+    paths_fail(missing, 1, dir, CMA_ERR_CONFIG_VALUE,
+               "D/d.yaml:4:20: bearerTokenFile: cannot read D/gone: No such file or directory");
+    char *files[] = {pw, token, ca, a, b, c, d};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+        free(files[i]);
+    remove_tree(dir);
+}
+
+static void test_cma_config_load_string__backend_errors(void **state)
+{
+    (void)state;
+    load_fails("rules:\n- {seriesQuery: up, backend: nope}\n", CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:30: unknown backend \"nope\" (no backends: list defines any)");
+    load_fails("backends:\n- {name: a, url: 'http://a'}\n- {name: a, url: 'http://b'}\n",
+               CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:3:10: backend \"a\" is already defined at cfg.yaml:2:10: backend names "
+               "must be unique");
+    load_fails("backends:\n- {url: 'http://a'}\n", CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:3: backends: each entry needs a name");
+    load_fails("backends:\n- {name: 'a b', url: 'http://a'}\n", CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:10: backend name \"a b\": use 1 to 63 letters, digits, '-', '_' or "
+               "'.'");
+    load_fails("backends:\n- {name: a}\n", CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:3: backend a: url is required");
+    load_fails("backends:\n- {name: a, url: 'ftp://a'}\n", CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:18: backend a: url: want http:// or https://");
+    load_fails("backends:\n- {name: a, url: 'http://a', verb: PUT}\n", CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:36: backend a: verb: want GET or POST");
+    load_fails("backends:\n- {name: a, url: 'http://a', timeout: 10}\n", CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:39: backend a: timeout \"10\": want a positive duration (10s, 1m30s)");
+    load_fails("backends:\n- {name: a, url: 'http://a', maxQueryLength: -1}\n",
+               CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:46: backend a: maxQueryLength \"-1\": want a positive number of bytes");
+    load_fails("backends:\n- {name: a, url: 'http://a', headers: {Authorization: Bearer x}}\n",
+               CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:40: headers: Authorization may not be written in the config: use "
+               "bearerTokenFile or basicAuth.passwordFile (secrets come from files)");
+    load_fails("backends:\n- {name: a, url: 'http://a', headers: {'X Y': z}}\n",
+               CMA_ERR_CONFIG_VALUE, "cfg.yaml:2:40: headers: \"X Y\" is not a header name");
+    load_fails("backends:\n- {name: a, url: 'http://a', basicAuth: {username: u}}\n",
+               CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:41: backend a: basicAuth needs username and passwordFile");
+    load_fails("backends:\n- {name: a, url: 'http://a', basicAuth: {password: p}}\n",
+               CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:2:42: unknown key \"password\" (allowed: username, passwordFile)");
+    load_fails("backends:\n- {name: a, url: 'http://a', tls: {certFile: /etc/hostname}}\n",
+               CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:35: backend a: tls.certFile and tls.keyFile go "
+               "together");
+    load_fails("backends:\n- {name: a, url: 'http://a', bearerTokenFile: /etc/hostname,\n"
+               "   basicAuth: {username: u, passwordFile: /etc/hostname}}\n",
+               CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:3: backend a: bearerTokenFile and basicAuth: give one of them, the "
+               "backend gets one Authorization header");
+    load_fails("backends:\n- {name: a, url: 'http://a', kubeconfig: /etc/hostname, inCluster: "
+               "true}\n",
+               CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:3: backend a: kubeconfig and inCluster: give one "
+               "of them");
+    load_fails("backends:\n- {name: a, url: 'http://a', tls: {caFile: /}}\n", CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:44: tls.caFile: cannot read /: Is a directory");
+    load_fails("backends: {name: a}\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:1:11: expected a list for backends, got a mapping");
+    load_fails("resourceRules: {backend: b}\n", CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:1:26: unknown backend \"b\" (no backends: list defines any)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1199,6 +1347,8 @@ int main(void)
         cmocka_unit_test(test_cma_config_load_paths__resource_rules_twice),
         cmocka_unit_test(test_cma_config_load_paths__same_metric_from_two_files),
         cmocka_unit_test(test_cma_config_load_paths__same_external_metric_from_two_files),
+        cmocka_unit_test(test_cma_config_load_paths__backends),
+        cmocka_unit_test(test_cma_config_load_string__backend_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

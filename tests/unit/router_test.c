@@ -45,6 +45,8 @@ static const struct route_case cases[] = {
     {.path = "/version", .kind = CMA_ROUTE_VERSION},
     {.path = "/version/", .kind = CMA_ROUTE_VERSION},
     {.path = "/metrics", .kind = CMA_ROUTE_METRICS},
+    {.path = "/debug/explain", .kind = CMA_ROUTE_DEBUG_EXPLAIN},
+    {.path = "/debug", .kind = CMA_ROUTE_NOT_FOUND},
     {.path = "/openapi/v2", .kind = CMA_ROUTE_OPENAPI, .subpath = "v2"},
     {.path = "/openapi/v3", .kind = CMA_ROUTE_OPENAPI, .subpath = "v3"},
     {.path = "/openapi/v3/apis/custom.metrics.k8s.io/v1beta1",

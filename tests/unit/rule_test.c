@@ -1,7 +1,7 @@
 /* rule_test.c: rule compilation (naming, resource mapping, load-time errors and warnings, what
  * prometheus-adapter loads but cannot serve) and every tests/config-errors case, loaded and
  * compiled exactly as main does, compared word for word with its expect.error (or, for a config
- * that loads, its first warning with expect.warning). */
+ * that loads, its first warning with expect.warning); the rule → backend mapping (`backend:`). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "cma/backend.h"
 #include "cma/config.h"
 #include "cma/restmapper.h"
 #include "cma/rule.h"
@@ -364,6 +365,55 @@ static void test_config_errors__every_case(void **state)
     assert_true(n_cases >= 20);
 }
 
+/* The rule → backend mapping: each rule (and resourceRules) goes to the backend it names, by
+ * name, whatever the order of main's table; no `backend:` is the flags' backend (index 0); a
+ * name missing from the table (a reload that adds a backend) is refused with the rule's
+ * position. */
+static void test_cma_ruleset_bind_backends__by_name(void **state)
+{
+    (void)state;
+    static const char yaml[] =
+        "backends:\n"
+        "- {name: gpu, url: 'http://gpu:9090'}\n"
+        "- {name: apps, url: 'http://apps:9090'}\n"
+        "rules:\n"
+        "- {seriesQuery: a, metricsQuery: x, resources: {template: <<.Resource>>}}\n"
+        "- {seriesQuery: b, metricsQuery: x, resources: {template: <<.Resource>>}, backend: apps}\n"
+        "externalRules:\n"
+        "- {seriesQuery: c, metricsQuery: x, backend: gpu, resources: {namespaced: false}}\n"
+        "resourceRules: {backend: gpu, cpu: {}, memory: {}}\n";
+    struct cma_config *cfg = NULL;
+    struct cma_err err;
+    struct cma_ruleset *rs = compile(yaml, &cfg, &err);
+    assert_non_null(rs);
+    assert_null(rs->rules[0].backend.name);
+    assert_string_equal(rs->rules[1].backend.name, "apps");
+    assert_null(rs->rules[0].backend.queries); /* unbound until main binds */
+    /* the table in another order than the config's backends: binding is by name */
+    const char *names[] = {NULL, "apps", "gpu"};
+    struct cma_backend table[3] = {0};
+    assert_int_equal(cma_ruleset_bind_backends(rs, names, table, 3, &err), CMA_OK);
+    assert_int_equal(rs->rules[0].backend.index, 0);
+    assert_ptr_equal(rs->rules[0].backend.queries, &table[0]);
+    assert_int_equal(rs->rules[1].backend.index, 1);
+    assert_ptr_equal(rs->rules[1].backend.queries, &table[1]);
+    assert_int_equal(rs->external_rules[0].backend.index, 2);
+    assert_ptr_equal(rs->external_rules[0].backend.queries, &table[2]);
+    assert_int_equal(rs->resource_backend.index, 2);
+    assert_ptr_equal(rs->resource_backend.queries, &table[2]);
+    /* a table without "apps": refused at the rule naming it */
+    const char *fewer[] = {NULL, "gpu"};
+    cma_err_clear(&err);
+    assert_int_equal(cma_ruleset_bind_backends(rs, fewer, table, 2, &err), CMA_ERR_CONFIG_VALUE);
+    char out[512];
+    cma_err_format_pos(&err, out, sizeof(out));
+    assert_string_equal(out, "t.yaml:6:84: backend \"apps\" is not one of the backends this "
+                             "process started with: backends are created at start-up, restart "
+                             "to add one");
+    cma_ruleset_free(rs);
+    cma_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -374,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_cma_restmapper__priority_and_forms),
         cmocka_unit_test(test_cma_ruleset_compile__upstream_loads_with_warnings),
         cmocka_unit_test(test_config_errors__every_case),
+        cmocka_unit_test(test_cma_ruleset_bind_backends__by_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

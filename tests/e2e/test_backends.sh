@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# test_backends.sh: backends per rule (`backends:` + `backend: NAME`, this project's extension) with real components: two real Prometheus servers with different data (tenant giantswarm: the DCGM GPU series; tenant apps: an application metric), Debian's nginx in front of both as a Mimir-style gateway (a /prometheus prefix, auth_basic with an htpasswd file, routing by X-Scope-OrgID and the basic-auth user: giantswarm -> the first Prometheus, apps -> the second, no tenant -> 401), and VictoriaMetrics with -search.maxQueryLen lowered, all served by one config at once. Checks: seed 000's two GPU thresholds (gpu_utilization_percent, gpu_mem_copy_utilization_percent) come from tenant giantswarm with its basic auth while the application metric comes from tenant apps with its own (nginx's access log shows each tenant with its credentials, all 200); VictoriaMetrics serves an external metric with the backend's extra query parameter on every call; a query over VictoriaMetrics' length limit gets VictoriaMetrics' refusal naming the backend, and one over a backend's maxQueryLength is refused by the adapter before it is sent; a metric two backends serve resolves to the backend defined first, with a warning; when the apps Prometheus stops, its metric stays in discovery (its last good entries) while the GPU metrics keep answering fresh values, and its requests answer a 503 naming the backend; no password, base64 credential or password file content appears in the adapter's log (at --v=8) or /metrics.
+# asan: yes
+# shellcheck disable=SC2119 # gen_dcgm and stop_adapter are called without their optional args
+cd "$(dirname "$0")/../.." || exit 1
+# shellcheck source=tests/lib/common.sh
+source tests/lib/common.sh
+
+gen_dcgm || exit 1
+EXP=$DCGM_DIR/expected.json
+# The apps tenant's data: an application gauge per pod (the FB_USED values under another name),
+# and nothing of the GPU data, so each metric can come from one Prometheus only.
+APPS_OM="$CMA_TMP/apps.om"
+{
+  echo "# TYPE app_requests_in_flight gauge"
+  grep '^DCGM_FI_DEV_FB_USED{' "$DCGM_DIR/dcgm.om" | sed 's/^DCGM_FI_DEV_FB_USED{/app_requests_in_flight{/'
+  echo "# EOF"
+} >"$APPS_OM"
+if ! start_prometheus "$DCGM_DIR/dcgm.om"; then
+  t_fail "start the giantswarm Prometheus"
+  t_summary
+  exit 1
+fi
+PROM_GPU=$PROM_URL
+if ! start_prometheus "$APPS_OM"; then
+  t_fail "start the apps Prometheus"
+  t_summary
+  exit 1
+fi
+PROM_APPS=$PROM_URL PROM_APPS_PID=$PROM_PID
+unset PROM_URL # every rule names its backend; the flags' backend is the GPU tenant's Prometheus
+if ! VM_ARGS=-search.maxQueryLen=300 start_victoria_metrics "$DCGM_DIR/dcgm.prom" ||
+  ! start_fake_kube "$DCGM_DIR/pods.json"; then
+  t_fail "start VictoriaMetrics and the fake kube-apiserver"
+  t_summary
+  exit 1
+fi
+t_eq "the two Prometheus servers hold different data: GPU series only in the first" "1 0" \
+  "$(curl -s -G "$PROM_GPU/api/v1/series" --data-urlencode 'match[]=DCGM_FI_DEV_GPU_UTIL' | jq '.data | length > 0 | if . then 1 else 0 end') $(curl -s -G "$PROM_APPS/api/v1/series" --data-urlencode 'match[]=DCGM_FI_DEV_GPU_UTIL' | jq '.data | length')"
+
+# --- the Mimir-style gateway ------------------------------------------------------------------------
+# shellcheck disable=SC2016 # a literal dollar sign: the password must survive basic auth as is
+GS_USER=gs-metrics-reader GS_PASSWORD='gs:pa ss$w0rd'
+APPS_USER=apps-reader APPS_PASSWORD='apps-Secret-4711'
+SEC="$CMA_TMP/secrets"
+mkdir -p "$SEC"
+{
+  printf '%s:%s\n' "$GS_USER" "$(openssl passwd -apr1 "$GS_PASSWORD")"
+  printf '%s:%s\n' "$APPS_USER" "$(openssl passwd -apr1 "$APPS_PASSWORD")"
+} >"$SEC/htpasswd"
+printf '%s\n' "$GS_PASSWORD" >"$SEC/gs-password"
+printf '%s\n' "$APPS_PASSWORD" >"$SEC/apps-password"
+chmod 600 "$SEC/gs-password" "$SEC/apps-password"
+PG=$(free_port)
+# $remote_user is parsed from the Authorization header before auth_basic checks the password (the
+# rewrite phase runs first), so the map routes on user and tenant and auth_basic then refuses a
+# wrong password: each tenant is reachable with its own credentials only.
+cat >"$CMA_TMP/gateway.conf" <<EOF
+map "\$remote_user|\$http_x_scope_orgid" \$tenant_upstream {
+  default "";
+  "$GS_USER|giantswarm" "${PROM_GPU#http://}";
+  "$APPS_USER|apps" "${PROM_APPS#http://}";
+}
+server {
+  listen 127.0.0.1:$PG;
+  location /prometheus/ {
+    auth_basic "mimir"; auth_basic_user_file $SEC/htpasswd;
+    if (\$http_x_scope_orgid = "") { return 401 "no org id\n"; }
+    if (\$tenant_upstream = "") { return 401 "tenant not allowed for this user\n"; }
+    rewrite ^/prometheus/(.*)\$ /\$1 break;
+    proxy_pass http://\$tenant_upstream;
+  }
+  location / { return 404 "not found\n"; }
+}
+EOF
+if ! start_nginx "$CMA_TMP/gateway.conf"; then
+  t_fail "start nginx"
+  t_summary
+  exit 1
+fi
+GW="http://127.0.0.1:$PG/prometheus"
+code() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@"; }
+Q='/api/v1/query?query=up'
+t_eq "gateway: no tenant: 401" 401 "$(code -u "$GS_USER:$GS_PASSWORD" "$GW$Q")"
+t_eq "gateway: tenant giantswarm without credentials: 401" 401 "$(code -H 'X-Scope-OrgID: giantswarm' "$GW$Q")"
+t_eq "gateway: tenant giantswarm, wrong password: 401" 401 \
+  "$(code -u "$GS_USER:wrong" -H 'X-Scope-OrgID: giantswarm' "$GW$Q")"
+t_eq "gateway: tenant apps with the giantswarm user: 401" 401 \
+  "$(code -u "$GS_USER:$GS_PASSWORD" -H 'X-Scope-OrgID: apps' "$GW$Q")"
+t_eq "gateway: tenant giantswarm reaches the GPU Prometheus" 1 \
+  "$(curl -s -u "$GS_USER:$GS_PASSWORD" -H 'X-Scope-OrgID: giantswarm' -G "$GW/api/v1/series" \
+    --data-urlencode 'match[]=DCGM_FI_DEV_GPU_UTIL' | jq '.data | length > 0 | if . then 1 else 0 end')"
+t_eq "gateway: tenant apps reaches the apps Prometheus" 0 \
+  "$(curl -s -u "$APPS_USER:$APPS_PASSWORD" -H 'X-Scope-OrgID: apps' -G "$GW/api/v1/series" \
+    --data-urlencode 'match[]=DCGM_FI_DEV_GPU_UTIL' | jq '.data | length')"
+t_eq "gateway: outside /prometheus: 404" 404 \
+  "$(code -u "$GS_USER:$GS_PASSWORD" -H 'X-Scope-OrgID: giantswarm' "http://127.0.0.1:$PG$Q")"
+
+# --- one config, every backend ------------------------------------------------------------------------
+# A long PromQL (about 400 bytes): over VictoriaMetrics' -search.maxQueryLen=300 and over the
+# vm-limited backend's maxQueryLength 200.
+PAD=$(for _ in $(seq 1 14); do printf ' + 0 * count(DCGM_FI_DEV_FB_FREE)'; done)
+CFG="$CMA_TMP/backends.yaml"
+cat >"$CFG" <<EOF
+backends:
+- name: mimir-gpu
+  url: $GW
+  headers: {X-Scope-OrgID: giantswarm}
+  basicAuth: {username: $GS_USER, passwordFile: secrets/gs-password}
+- name: mimir-apps
+  url: $GW
+  verb: POST
+  timeout: 5s
+  headers: {X-Scope-OrgID: apps}
+  basicAuth: {username: $APPS_USER, passwordFile: secrets/apps-password}
+- name: vm
+  url: $VM_URL
+  queryParameters: {nocache: "1"}
+- name: vm-limited
+  url: $VM_URL
+  maxQueryLength: 200
+rules:
+# seed 000's two KEDA triggers as Pods metrics, from tenant giantswarm
+- seriesQuery: 'DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}'
+  backend: mimir-gpu
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  name: {as: gpu_utilization_percent}
+  metricsQuery: avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)
+- seriesQuery: 'DCGM_FI_DEV_MEM_COPY_UTIL{namespace!="",pod!=""}'
+  backend: mimir-gpu
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  name: {as: gpu_mem_copy_utilization_percent}
+  metricsQuery: avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)
+# the application metric, from tenant apps
+- seriesQuery: 'app_requests_in_flight{namespace!="",pod!=""}'
+  backend: mimir-apps
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)
+# the same (pods, gpu_utilization_percent) from the apps tenant: mimir-gpu is defined first, wins
+- seriesQuery: 'app_requests_in_flight{namespace!="",pod!=""}'
+  backend: mimir-apps
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  name: {as: gpu_utilization_percent}
+  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)
+externalRules:
+- seriesQuery: 'DCGM_FI_DEV_FB_USED{namespace!=""}'
+  backend: vm
+  resources: {namespaced: false}
+  name: {as: vm_fb_used_total}
+  metricsQuery: sum(DCGM_FI_DEV_FB_USED)
+- seriesQuery: 'DCGM_FI_DEV_FB_FREE{namespace!=""}'
+  backend: vm
+  resources: {namespaced: false}
+  name: {as: vm_long_query}
+  metricsQuery: sum(DCGM_FI_DEV_FB_FREE)$PAD
+- seriesQuery: 'DCGM_FI_DEV_FB_FREE{namespace!=""}'
+  backend: vm-limited
+  resources: {namespaced: false}
+  name: {as: vm_limited_query}
+  metricsQuery: sum(DCGM_FI_DEV_FB_FREE)$PAD
+EOF
+C=/apis/custom.metrics.k8s.io/v1beta1
+E=/apis/external.metrics.k8s.io/v1beta1
+SEL="labelSelector=app%3Dbert"
+BERT='.labels.namespace == "ml" and (.labels.pod // "" | startswith("bert-"))'
+: >"$NGINX_DIR/access.log"
+# a short query cache: the cache wraps every backend, and an answer from before the apps
+# Prometheus stops is not served after it
+if ! V=8 RELIST=2s start_adapter "$CFG" --metrics-cache-ttl=1s; then
+  t_fail "start the adapter with four backends"
+  t_summary
+  exit 1
+fi
+t_ok "discovery: the GPU metrics (tenant giantswarm)" wait_discovery gpu_mem_copy_utilization_percent
+t_ok "discovery: the application metric (tenant apps)" wait_discovery app_requests_in_flight
+t_ok "discovery: the VictoriaMetrics external metric" wait_discovery vm_fb_used_total external.metrics.k8s.io/v1beta1
+
+r=$(adapter_get "$C/namespaces/ml/pods/*/gpu_utilization_percent?$SEL")
+t_eq "000 threshold 70: gpu_utilization_percent per pod from tenant giantswarm (and not the apps rule's values)" \
+  "$(expected_agg DCGM_FI_DEV_GPU_UTIL avg pod "$BERT")" "$(item_values "$r")"
+r=$(adapter_get "$C/namespaces/ml/pods/*/gpu_mem_copy_utilization_percent?$SEL")
+t_eq "000 threshold 80: gpu_mem_copy_utilization_percent per pod from tenant giantswarm" \
+  "$(expected_agg DCGM_FI_DEV_MEM_COPY_UTIL avg pod "$BERT")" "$(item_values "$r")"
+r=$(adapter_get "$C/namespaces/ml/pods/*/app_requests_in_flight?$SEL")
+want_apps=$(expected_agg DCGM_FI_DEV_FB_USED sum pod "$BERT")
+t_eq "the application metric per pod from tenant apps" "$want_apps" "$(item_values "$r")"
+t_ok "nginx: tenant giantswarm with its basic auth, answered 200" \
+  grep -q "^$PG 200 \"Basic $(printf '%s' "$GS_USER:$GS_PASSWORD" | base64 -w0)\" \"giantswarm\"" "$NGINX_DIR/access.log"
+t_ok "nginx: tenant apps with its own basic auth, answered 200" \
+  grep -q "^$PG 200 \"Basic $(printf '%s' "$APPS_USER:$APPS_PASSWORD" | base64 -w0)\" \"apps\"" "$NGINX_DIR/access.log"
+t_eq "nginx: no call of the adapter was refused or went without a tenant" "" \
+  "$(grep -v "^$PG 200 " "$NGINX_DIR/access.log" | head -3)"
+t_ok "the apps backend's queries went as POST (verb: POST), the GPU backend's as GET" \
+  bash -c "grep -q 'backend mimir-apps POST .*/prometheus/api/v1/query ' '$ADAPTER_LOG' &&
+    grep -q 'backend mimir-gpu GET .*/prometheus/api/v1/query?query=' '$ADAPTER_LOG'"
+
+want_vm=$(jq -r "$CMA_JQ_QUANTITY"'[.series[] | select(.name == "DCGM_FI_DEV_FB_USED") | .value] | add | quantity' "$EXP")
+r=$(adapter_get "$E/namespaces/default/vm_fb_used_total")
+t_json "VictoriaMetrics: the external metric's value" "$r" '.items | map(.value) | join(" ")' "$want_vm"
+t_ok "VictoriaMetrics: every call carried the backend's query parameter nocache=1" \
+  bash -c "grep -E 'backend vm (GET|POST) ' '$ADAPTER_LOG' | grep -q . &&
+    ! grep -E 'backend vm (GET|POST) ' '$ADAPTER_LOG' | grep -v 'nocache=1' | grep -q ."
+adapter_fetch "$E/namespaces/default/vm_long_query"
+t_json "VictoriaMetrics refuses the long query: a Status naming the backend and the limit" "$R_BODY" \
+  '"\(.code) \(.message | test("backend vm: .*maxQueryLen"))"' "$R_STATUS true"
+adapter_fetch "$E/namespaces/default/vm_limited_query"
+t_json "maxQueryLength 200: refused by the adapter before sending, naming the backend" "$R_BODY" \
+  '.message' "unable to fetch metrics from backend vm-limited: the query is $(($(printf 'sum(DCGM_FI_DEV_FB_FREE)%s' "$PAD" | wc -c))) bytes, over this backend's maxQueryLength 200; shorten the rule's query or raise the limit"
+t_ok "two backends serve (pods, gpu_utilization_percent): warned, the backend defined first wins" \
+  wait_adapter_log "W .*metric gpu_utilization_percent of pods is served by rules on two backends: backend mimir-gpu \(.*backends.yaml:[0-9]+:3\) wins over backend mimir-apps" 30
+
+# --- a failing backend keeps its own last good entries -------------------------------------------------
+cma_stop "$PROM_APPS_PID"
+t_ok "the apps relist fails and keeps its entries, the others are relisted" \
+  wait_adapter_log "unable to update list of metrics of backend mimir-apps: .*keeping its [1-9][0-9]* custom and 0 external metrics" 60
+lines=$(adapter_log_lines)
+t_ok "... and the next relist too (the GPU tenant still answers)" \
+  bash -c "for i in \$(seq 1 100); do tail -n +$((lines + 1)) '$ADAPTER_LOG' | grep -q 'unable to update list of metrics of backend mimir-apps' && exit 0; sleep 0.2; done; exit 1"
+t_ok "discovery still lists the apps tenant's metric" wait_discovery app_requests_in_flight custom.metrics.k8s.io/v1beta1 5
+t_ok "discovery still lists the GPU metrics" wait_discovery gpu_utilization_percent custom.metrics.k8s.io/v1beta1 5
+t_eq "the adapter did not log 'unable to update list of all metrics' (no whole-catalog failure)" 0 \
+  "$(grep -c 'unable to update list of all metrics' "$ADAPTER_LOG")"
+r=$(adapter_get "$C/namespaces/ml/pods/*/gpu_mem_copy_utilization_percent?$SEL")
+t_eq "the GPU metrics keep answering from tenant giantswarm" \
+  "$(expected_agg DCGM_FI_DEV_MEM_COPY_UTIL avg pod "$BERT")" "$(item_values "$r")"
+adapter_fetch "$C/namespaces/ml/pods/*/app_requests_in_flight?$SEL"
+t_json "the apps metric answers a 503 Status naming its backend" "$R_BODY" \
+  '"\(.code) \(.message | startswith("unable to fetch metrics from backend mimir-apps: "))"' "503 true"
+t_eq "... whose code is the HTTP status" "$R_STATUS" "$(jq -r .code <<<"$R_BODY")"
+
+# --- secrets stay out of logs and /metrics ----------------------------------------------------------
+METRICS=$(curl -s --max-time 10 --cacert "$ADAPTER_CA" "$ADAPTER_URL/metrics")
+t_ok "/metrics has per-backend request counts labelled by backend name" \
+  bash -c "grep -q 'backend=\"mimir-gpu\"' <<<'$(grep -E '^custom_metrics_adapter_backend_requests_total' <<<"$METRICS")' &&
+    grep -q 'backend=\"vm\"' <<<'$(grep -E '^custom_metrics_adapter_backend_requests_total' <<<"$METRICS")'"
+for s in "$GS_PASSWORD" "$APPS_PASSWORD" "$(printf '%s' "$GS_USER:$GS_PASSWORD" | base64 -w0)" \
+  "$(printf '%s' "$APPS_USER:$APPS_PASSWORD" | base64 -w0)"; do
+  t_eq "no secret in the adapter's log (--v=8) (secret ${s:0:3}...)" 0 "$(grep -cF -- "$s" "$ADAPTER_LOG")"
+  t_eq "no secret in /metrics (secret ${s:0:3}...)" 0 "$(grep -cF -- "$s" <<<"$METRICS")"
+done
+stop_adapter
+t_eq "adapter exits 0 on SIGTERM" 0 "$?"
+t_summary
