@@ -53,7 +53,7 @@ median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-rows=() splits=()
+rows=() splits=() maps=() # maps: bench/rss_map.py rows of each setting's last run
 for hb in $HEADER_BYTES; do
   rest=() held=() anon=() threads=() perconn=()
   for run in $(seq 1 "$RUNS"); do
@@ -64,6 +64,7 @@ for hb in $HEADER_BYTES; do
     fi
     sleep 2
     r0=$(kb "$ADAPTER_PID" VmRSS)
+    [ "$run" = "$RUNS" ] && maps+=("$(python3 bench/rss_map.py "$ADAPTER_PID" --label "$hb, at rest" | head -n 1)")
     [ "${MASSIF:-0}" = 1 ] && vgdb --pid="$ADAPTER_PID" detailed_snapshot "$CMA_TMP/massif-rest.$hb.$run" >/dev/null 2>&1
     ready="$CMA_TMP/ready.$hb.$run"
     python3 tests/lib/slowloris.py --port "${ADAPTER_URL##*:}" --sources "127.0.0.2-127.0.0.$last_source" \
@@ -86,6 +87,8 @@ for hb in $HEADER_BYTES; do
       sleep 0.5
     done
     a1=$(kb "$ADAPTER_PID" RssAnon)
+    [ "$run" = "$RUNS" ] &&
+      maps+=("$(python3 bench/rss_map.py "$ADAPTER_PID" --label "$hb, $COUNT connections" | head -n 1)")
     if [ "${MASSIF:-0}" = 1 ]; then
       snap="$CMA_TMP/massif.$hb.$run"
       vgdb --pid="$ADAPTER_PID" detailed_snapshot "$snap" >/dev/null 2>&1
@@ -103,11 +106,17 @@ for hb in $HEADER_BYTES; do
 done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
-echo "Measured $started by \`bench/connections.sh\` (RUNS=$RUNS, COUNT=$COUNT, request \`$REQUEST_PATH\`) on $(nproc) cores, load average $load_start at start and $load_end at end; libmicrohttpd $(dpkg-query -W -f '${Version}' libmicrohttpd12 2>/dev/null), GnuTLS $(dpkg-query -W -f '${Version}' libgnutls30 2>/dev/null); binary $bin."
+echo "Measured $started by \`bench/connections.sh\` (RUNS=$RUNS, COUNT=$COUNT, request \`$REQUEST_PATH\`) on $(nproc) cores, load average $load_start at start and $load_end at end; libmicrohttpd $(dpkg-query -W -f '${Version}' libmicrohttpd12 2>/dev/null), GnuTLS $(dpkg-query -W -f '${Version}' libgnutls30 2>/dev/null); binary $(realpath --relative-to=. "$bin")."
 echo
 echo "| \`--max-request-header-bytes\` | VmRSS at rest (MiB) | VmRSS with $COUNT keep-alive TLS connections (MiB) | of which anonymous (MiB) | bytes per connection | threads |"
 echo "| --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
+echo
+echo "Where the resident memory is, by mapping (bench/rss_map.py, the last run of each setting; MiB):"
+echo
+echo "| \`--max-request-header-bytes\`, state | VmRSS | private anonymous | private file-backed | shared file-backed (libraries, binary) | Pss |"
+echo "| --- | --- | --- | --- | --- | --- |"
+printf '%s\n' "${maps[@]}"
 if [ "${MASSIF:-0}" = 1 ]; then
   echo
   echo "Heap per connection (massif snapshot while the $COUNT connections were held; VmRSS above is valgrind's):"

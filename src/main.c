@@ -17,6 +17,7 @@
 #include "cma/auth.h"
 #include "cma/backend.h"
 #include "cma/backend_cache.h"
+#include "cma/backend_limit.h"
 #include "cma/backend_metrics.h"
 #include "cma/catalog.h"
 #include "cma/clock.h"
@@ -192,6 +193,7 @@ struct backend_slot {
     struct cma_prom *prom;
     struct named_backend named;
     struct cma_backend_measured measured;
+    struct cma_backend_limit *limit; /* --prometheus-max-concurrent-queries, inside the cache */
     struct client_log log;
     char trace[96]; /* "backend NAME" */
     char creds[96]; /* "backend NAME credentials" */
@@ -205,7 +207,8 @@ struct runtime {
     struct cma_metrics *metrics;               /* /metrics: every component records here */
     struct cma_backend_measured backend_state; /* the Prometheus client, measured: */
     struct cma_backend backend;                /* what the app and discovery call */
-    struct cma_backend_cache *query_cache; /* coalescing + --metrics-cache-ttl around backend: */
+    struct cma_backend_limit *limit;       /* --prometheus-max-concurrent-queries around backend */
+    struct cma_backend_cache *query_cache; /* coalescing + --metrics-cache-ttl around limit: */
     struct cma_backend cached_backend;     /* what the request handlers call */
     /* The rules' backends ([0] the flags' one above, [i] the config's backends[i - 1]), made at
      * start-up and fixed for the process: what rules are bound to (cma_ruleset_bind_backends,
@@ -215,6 +218,7 @@ struct runtime {
     const char **backend_names;          /* [0] NULL */
     struct cma_backend *series_backends; /* measured (discovery) */
     struct cma_backend *query_backends;  /* measured and cached (request handlers) */
+    size_t *query_limits; /* longest PromQL each takes (maxQueryLength, else the flag; 0: none) */
     struct cma_kube *kube;
     struct cma_objcache_registry *caches; /* watch caches; one per resource, pods at start */
     struct cma_catalog_store *store;
@@ -276,7 +280,8 @@ static enum cma_errc new_named_prom(const struct runtime *rt, const struct cma_c
         .n_headers = b->n_headers,
         .query_params = (const char *const *)params,
         .n_query_params = b->n_query_params,
-        .max_query_bytes = (size_t)b->max_query_length,
+        .max_query_bytes =
+            (size_t)(b->max_query_length ? b->max_query_length : o->prometheus_max_query_length),
         .token_file = str_or_null(&b->bearer_token_file),
         .basic_username = str_or_null(&b->basic_username),
         .basic_password_file = str_or_null(&b->basic_password_file),
@@ -300,6 +305,25 @@ static enum cma_errc new_named_prom(const struct runtime *rt, const struct cma_c
     return rc;
 }
 
+/* The concurrency bound around one backend's queries (backend_limit.h): *ret_backend is what the
+ * query cache wraps, so coalesced and cached requests take no slot. */
+static int new_limit(const struct runtime *rt, const struct cma_backend *inner, int64_t timeout_ms,
+                     struct cma_backend_limit **ret, struct cma_backend *ret_backend)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_backend_limit_config lc = {
+        .max_in_flight = (unsigned)rt->opts->prometheus_max_concurrent_queries,
+        .timeout_ms = timeout_ms,
+    };
+    if (cma_backend_limit_new(&lc, inner, ret, &err) != CMA_OK) {
+        log_err("backend limit", &err);
+        return 1;
+    }
+    *ret_backend = cma_backend_limit_backend(*ret);
+    return 0;
+}
+
 /* Creates the config's backends, each measured under its name and wrapped by the query cache,
  * fills the tables discovery and the rules use ([0]: the flags' backend) and binds the rules. */
 static int start_named_backends(struct runtime *rt)
@@ -312,14 +336,19 @@ static int start_named_backends(struct runtime *rt)
     rt->backend_names = calloc(n, sizeof(*rt->backend_names));
     rt->series_backends = calloc(n, sizeof(*rt->series_backends));
     rt->query_backends = calloc(n, sizeof(*rt->query_backends));
-    if (!rt->slots || !rt->backend_names || !rt->series_backends || !rt->query_backends) {
+    rt->query_limits = calloc(n, sizeof(*rt->query_limits));
+    if (!rt->slots || !rt->backend_names || !rt->series_backends || !rt->query_backends ||
+        !rt->query_limits) {
         cma_log_error("out of memory");
         return 1;
     }
     rt->series_backends[0] = rt->backend;
     rt->query_backends[0] = rt->cached_backend;
+    rt->query_limits[0] = (size_t)rt->opts->prometheus_max_query_length;
     for (size_t i = 1; i < n; i++) {
         const struct cma_config_backend *b = &rt->cfg->backends[i - 1];
+        rt->query_limits[i] = (size_t)(b->max_query_length ? b->max_query_length
+                                                           : rt->opts->prometheus_max_query_length);
         struct backend_slot *s = &rt->slots[i];
         snprintf(s->trace, sizeof(s->trace), "backend %s", b->name.s);
         snprintf(s->creds, sizeof(s->creds), "backend %s credentials", b->name.s);
@@ -335,8 +364,12 @@ static int start_named_backends(struct runtime *rt)
         s->named = (struct named_backend){cma_backend_prom(s->prom), b->name.s};
         struct cma_backend named = {&NAMED_OPS, &s->named};
         rt->series_backends[i] = cma_backend_measured(&named, rt->metrics, &s->measured);
-        if (cma_backend_cache_wrap(rt->query_cache, &rt->series_backends[i], &rt->query_backends[i],
-                                   &err) != CMA_OK) {
+        int64_t timeout_ms = b->timeout_ms ? b->timeout_ms : rt->opts->prometheus_timeout_ms;
+        struct cma_backend limited;
+        if (new_limit(rt, &rt->series_backends[i], timeout_ms, &s->limit, &limited) != 0)
+            return 1;
+        if (cma_backend_cache_wrap(rt->query_cache, &limited, &rt->query_backends[i], &err) !=
+            CMA_OK) {
             log_err("query cache", &err);
             return 1;
         }
@@ -344,8 +377,8 @@ static int start_named_backends(struct runtime *rt)
                      cma_prom_url(s->prom), b->use_post ? "POST" : "GET", b->n_headers,
                      b->n_query_params, b->max_query_length ? ", maxQueryLength" : "");
     }
-    if (cma_ruleset_bind_backends(rt->rules, rt->backend_names, rt->query_backends, n, &err) !=
-        CMA_OK) {
+    if (cma_ruleset_bind_backends(rt->rules, rt->backend_names, rt->query_backends,
+                                  rt->query_limits, n, &err) != CMA_OK) {
         log_err(NULL, &err);
         return 1;
     }
@@ -354,12 +387,15 @@ static int start_named_backends(struct runtime *rt)
 
 static void named_backends_free(struct runtime *rt)
 {
-    for (size_t i = 0; rt->slots && i < rt->n_backends; i++)
+    for (size_t i = 0; rt->slots && i < rt->n_backends; i++) {
+        cma_backend_limit_free(rt->slots[i].limit);
         cma_prom_free(rt->slots[i].prom);
+    }
     free(rt->slots);
     free(rt->backend_names);
     free(rt->series_backends);
     free(rt->query_backends);
+    free(rt->query_limits);
 }
 
 static void auth_list_free(struct auth_lists *l)
@@ -390,6 +426,7 @@ static void runtime_done(struct runtime *rt)
     cma_objcache_registry_free(rt->caches);
     cma_kube_free(rt->kube);
     cma_backend_cache_free(rt->query_cache);
+    cma_backend_limit_free(rt->limit);
     named_backends_free(rt);
     cma_prom_free(rt->prom);
     cma_ruleset_free(rt->rules);
@@ -466,16 +503,22 @@ static int start_query_cache(struct runtime *rt)
         .max_bytes = (size_t)rt->opts->metrics_cache_max_bytes,
     };
     struct cma_backend_cache *c = NULL;
+    struct cma_backend limited;
+    if (new_limit(rt, &rt->backend, rt->opts->prometheus_timeout_ms, &rt->limit, &limited) != 0)
+        return 1;
     if (cma_backend_cache_new(&cc, &c, &err) != CMA_OK ||
-        cma_backend_cache_wrap(c, &rt->backend, &rt->cached_backend, &err) != CMA_OK) {
+        cma_backend_cache_wrap(c, &limited, &rt->cached_backend, &err) != CMA_OK) {
         cma_backend_cache_free(c);
         log_err("query cache", &err);
         return 1;
     }
     rt->query_cache = c;
-    cma_log_v(2, "query cache: --metrics-cache-ttl=%lldms, --metrics-cache-max-bytes=%lld",
+    cma_log_v(2,
+              "query cache: --metrics-cache-ttl=%lldms, --metrics-cache-max-bytes=%lld, "
+              "--prometheus-max-concurrent-queries=%lld per backend",
               (long long)rt->opts->metrics_cache_ttl_ms,
-              (long long)rt->opts->metrics_cache_max_bytes);
+              (long long)rt->opts->metrics_cache_max_bytes,
+              (long long)rt->opts->prometheus_max_concurrent_queries);
     return 0;
 }
 
@@ -536,6 +579,7 @@ static int start_clients(struct runtime *rt)
         .connect_timeout_ms = o->prometheus_connect_timeout_ms,
         .max_response_bytes = (size_t)o->prometheus_max_response_bytes,
         .max_bytes_in_flight = (size_t)o->prometheus_max_bytes_in_flight,
+        .max_query_bytes = (size_t)o->prometheus_max_query_length,
         .notifier = client_notifier(&PROM_LOG),
     };
     if (cma_metrics_new(&rt->metrics, &err) != CMA_OK ||
@@ -894,8 +938,8 @@ static enum cma_errc reload_config(void *ctx, const char *why, struct cma_err *e
                                              rt->opts->n_configs, &cfg, err);
     if (rc == CMA_OK && (rc = cma_ruleset_compile(cfg, &rs, err)) == CMA_OK) {
         cma_ruleset_own_config(rs, cfg);
-        rc = cma_ruleset_bind_backends(rs, rt->backend_names, rt->query_backends, rt->n_backends,
-                                       err);
+        rc = cma_ruleset_bind_backends(rs, rt->backend_names, rt->query_backends, rt->query_limits,
+                                       rt->n_backends, err);
         if (rc == CMA_OK)
             rc = check_reloaded(rt, rs, err);
     } else {

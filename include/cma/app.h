@@ -44,6 +44,9 @@ struct cma_app {
     uint64_t *rule_backend_ns;   /* per request: time in rules' own backends (cma_api_query) */
     struct cma_explain *explain; /* the trace of an explained request (explain.h); else NULL */
     struct cma_watch *reload;    /* config reload status (/readyz's config-reload); NULL: none */
+    /* The request's deadline and client (backend.h), set on the request's own copy of the app
+     * by cma_app_handle() and passed down with every backend query; NULL: none. */
+    const struct cma_call *call;
     /* private: set by cma_app_register_metrics() */
     struct cma_metric *requests_total, *request_duration;
 };

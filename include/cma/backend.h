@@ -9,6 +9,7 @@
 #ifndef CMA_BACKEND_H
 #define CMA_BACKEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cma/err.h"
@@ -22,7 +23,35 @@ struct cma_keep {
     cma_sample_keep_fn fn;
     void *ctx;
     const char *id;
+    const struct cma_call *call; /* the request this query serves; NULL = none (below) */
 };
+
+/* What a backend call knows of the request it serves, passed down explicitly in struct cma_keep
+ * (no thread-local state): the request's deadline and whether its client is still there. Each
+ * layer may pass down a narrower copy (backend_limit.c bounds the deadline by the backend's
+ * timeout); the transport sends the query with at most the time left and aborts it when gone()
+ * says the client has closed its connection (checked from curl's progress callback, about once
+ * a second while the backend is silent). Owned by the caller for the duration of the call. */
+struct cma_call {
+    int64_t deadline_ms;           /* on cma_clock_mono_ms(); 0 = none */
+    bool (*gone)(const void *ctx); /* true once the client has gone; NULL = never */
+    const void *gone_ctx;
+};
+
+/* Has the client of c's request gone? (false for a NULL call) */
+static inline bool cma_call_gone(const struct cma_call *c)
+{
+    return c && c->gone && c->gone(c->gone_ctx);
+}
+
+/* timeout_ms bounded by the time left until c's deadline at now_ms (<= 0: already late). */
+static inline int64_t cma_call_budget_ms(const struct cma_call *c, int64_t timeout_ms,
+                                         int64_t now_ms)
+{
+    if (!c || c->deadline_ms <= 0 || c->deadline_ms - now_ms >= timeout_ms)
+        return timeout_ms;
+    return c->deadline_ms - now_ms;
+}
 
 struct cma_backend_ops {
     /* An instant query at time_ms; only the series keep() accepts are stored (see

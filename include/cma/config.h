@@ -69,6 +69,11 @@ struct cma_config_rule {
     struct cma_config_str name_matches; /* name.matches */
     struct cma_config_str name_as;      /* name.as */
     struct cma_config_str metrics_query;
+    /* maxSampleAge (this project's extension, docs/configuration.md): a Go duration; a sample
+     * whose data is older is served as missing. Text as written (its position for messages) and
+     * the value; 0 when absent. */
+    struct cma_config_str max_sample_age;
+    long long max_sample_age_ms;
 };
 
 struct cma_config_resource_rule {

@@ -38,6 +38,9 @@ struct cma_options {
     int64_t prometheus_connect_timeout_ms;     /* --prometheus-connect-timeout, default 3s */
     int64_t prometheus_max_response_bytes;     /* --prometheus-max-response-bytes, default 64Mi */
     int64_t prometheus_max_bytes_in_flight;    /* --prometheus-max-bytes-in-flight, default 32Mi */
+    int64_t prometheus_max_concurrent_queries; /* --prometheus-max-concurrent-queries, default 8 */
+    int64_t
+        prometheus_max_query_length; /* --prometheus-max-query-length, default 16384; 0 = none */
     /* serving */
     char *bind_address;            /* --bind-address, default 0.0.0.0 */
     int secure_port;               /* --secure-port, default 6443 */

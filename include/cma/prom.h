@@ -151,6 +151,14 @@ typedef bool (*cma_sample_keep_fn)(void *ctx, const struct cma_label_view *label
 enum cma_errc cma_prom_query(struct cma_prom *p, const char *promql, int64_t time_ms,
                              cma_sample_keep_fn keep, void *keep_ctx, struct cma_prom_result **ret,
                              struct cma_err *reterr);
+/* The same for a request (struct cma_call, backend.h): sent with at most the time left before
+ * the call's deadline (and at most timeout_ms), aborted when the call's client has gone; either
+ * gives CMA_ERR_BACKEND_TIMEOUT. call NULL: as cma_prom_query. */
+struct cma_call;
+enum cma_errc cma_prom_query_call(struct cma_prom *p, const char *promql, int64_t time_ms,
+                                  cma_sample_keep_fn keep, void *keep_ctx,
+                                  const struct cma_call *call, struct cma_prom_result **ret,
+                                  struct cma_err *reterr);
 void cma_prom_result_free(struct cma_prom_result *r);
 
 /* Value of a label in a sample, NULL when absent. */

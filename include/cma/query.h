@@ -1,7 +1,8 @@
 /* query.h: renders the PromQL for one request from a rule's metricsQuery template, exactly as
  * prometheus-adapter's Build/BuildExternal do (reference section 4): .Series, .LabelMatchers
  * (metric-selector matchers sorted by key, then the namespace matcher, then the resource
- * matcher), .LabelValuesByName, .GroupBy, .GroupBySlice. Pure; thread-safe. */
+ * matcher), .LabelValuesByName, .GroupBy, .GroupBySlice; and, past a backend's query-length
+ * limit, the same query without the object names (cma_query_build_bounded). Pure; thread-safe. */
 #ifndef CMA_QUERY_H
 #define CMA_QUERY_H
 
@@ -30,6 +31,9 @@ struct cma_query_input {
     const struct cma_selector *metric_selector; /* may be NULL */
     const char *const *extra_group_by;          /* e.g. the container label */
     size_t n_extra_group_by;
+    /* true: any object of the resource instead of `names`: the resource matcher is
+     * label=~".+" and LabelValuesByName gives ".+" for the label (the wide form below) */
+    bool any_object;
 };
 
 /* Appends the rendered PromQL to `promql`; the resource label used for the objects goes to
@@ -38,5 +42,15 @@ struct cma_query_input {
  * render "empty query produced by metrics query template"), CMA_ERR_TEMPLATE_EXEC. */
 enum cma_errc cma_query_build(const struct cma_query_input *in, struct cma_buf *promql,
                               struct cma_buf *resource_label, struct cma_err *reterr);
+
+/* cma_query_build() held to a backend's query-length limit: when the PromQL with the names of
+ * more than one object is longer than max_bytes (0 = no limit), it is rendered again in the wide
+ * form (any_object: namespace and metric-selector matchers, and the resource label required to
+ * be non-empty), and *wide says so; the caller keeps only the requested objects from the answer
+ * (its keep filter). The wide form may still be longer than max_bytes (a long metric selector):
+ * the backend then refuses it with its own message. Same errors as cma_query_build(). */
+enum cma_errc cma_query_build_bounded(const struct cma_query_input *in, size_t max_bytes,
+                                      struct cma_buf *promql, struct cma_buf *resource_label,
+                                      bool *wide, struct cma_err *reterr);
 
 #endif

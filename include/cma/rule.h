@@ -82,7 +82,14 @@ struct cma_rule_backend {
      * request handlers query (NULL = the app's backend). */
     size_t index;
     const struct cma_backend *queries;
+    /* The longest PromQL the backend takes (its maxQueryLength, else
+     * --prometheus-max-query-length); 0 = no limit. The handlers render the query without the
+     * object-name matcher when it would be longer (cma_query_build_bounded). */
+    size_t max_query_bytes;
 };
+
+/* The template a rule with maxSampleAge measures its data's age with (see cma_rule.age_query). */
+#define CMA_RULE_AGE_QUERY "timestamp(<<.Series>>{<<.LabelMatchers>>})"
 
 struct cma_rule {
     enum cma_rule_kind kind;
@@ -94,6 +101,12 @@ struct cma_rule {
     struct cma_template *metrics_query;
     bool namespaced; /* resources.namespaced (external rules only) */
     struct cma_rule_backend backend;
+    /* maxSampleAge (this project's extension): 0 = none. Otherwise the data's age is measured
+     * with age_query, `timestamp(<<.Series>>{<<.LabelMatchers>>})` (rendered like metricsQuery,
+     * the handlers wrap it in `max by (...)`): the raw samples' own times, which instant queries
+     * do not return for metricsQuery's result (it is stamped with the evaluation time). */
+    long long max_sample_age_ms;
+    struct cma_template *age_query;
     /* "file:line:column: ..." when prometheus-adapter would load the rule and fail its requests
      * (see cma_rule_servable); NULL when it can be served */
     char *problem;
@@ -140,12 +153,14 @@ void cma_ruleset_free(struct cma_ruleset *rs);
 void cma_ruleset_own_config(struct cma_ruleset *rs, struct cma_config *cfg);
 
 /* Binds every rule (and resourceRules) to its backend by name, before the ruleset is shared:
- * names[i] and queries[i] (i < n) are backend i of main's table, names[0] NULL for the flags'
- * backend. A rule naming no backend gets index 0 and queries[0]. CMA_ERR_CONFIG_VALUE
+ * names[i], queries[i] and max_query_bytes[i] (i < n; max_query_bytes may be NULL: no limits)
+ * are backend i of main's table, names[0] NULL for the flags' backend. A rule naming no backend
+ * gets index 0 and queries[0]. CMA_ERR_CONFIG_VALUE
  * "file:line:column: backend \"x\" ..." when a rule names a backend not in the table (a reload
  * that adds a backend: backends are created at start-up). */
 enum cma_errc cma_ruleset_bind_backends(struct cma_ruleset *rs, const char *const *names,
-                                        const struct cma_backend *queries, size_t n,
+                                        const struct cma_backend *queries,
+                                        const size_t *max_query_bytes, size_t n,
                                         struct cma_err *reterr);
 
 /* CMA_OK when requests for the rule's metrics can be answered; otherwise CMA_ERR_RULE (500)

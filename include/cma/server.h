@@ -31,12 +31,23 @@ struct cma_kv {
     char *value;
 };
 
+struct cma_call;
+
+/* How long a request may run: kube-apiserver's --request-timeout default, after which the
+ * aggregator in front of the adapter has answered 504 anyway; a client's shorter `timeout`
+ * query parameter (a Go duration, as client-go sends it) wins. */
+#define CMA_SERVER_REQUEST_TIMEOUT_MS 60000
+
 struct cma_request {
     const char *method;   /* "GET" */
     const char *path;     /* raw, still percent-encoded, without the query string */
     struct cma_kv *query; /* decoded ('+' → space, %XX), in arrival order */
     size_t n_query;
     int64_t start_mono_ms;
+    /* The request's deadline (start_mono_ms + CMA_SERVER_REQUEST_TIMEOUT_MS or the client's
+     * `timeout`) and whether its client has gone (its connection closed or reset while the
+     * handler runs): what backend calls work to (backend.h). NULL for a request built by hand. */
+    const struct cma_call *call;
     void *conn; /* private: the MHD connection */
 };
 

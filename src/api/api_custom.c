@@ -5,10 +5,17 @@
  * Values are the backend's: NaN/±Inf samples are left out and logged, never encoded; the
  * timestamp is the sample's. The answer is decoded as a stream that keeps only the samples whose
  * resource label names one of the requested objects, so a query that returns far more series
- * than asked for costs memory only for those. Errors are Status JSON with the code of the cause
+ * than asked for costs memory only for those; that is also what lets a query whose object names
+ * would pass the backend's length limit go without them (cma_query_build_bounded). A rule with
+ * maxSampleAge sends a second query, `max by (<resource label>) (timestamp(<<.Series>>{...}))`,
+ * for the newest raw sample of each object's series (an instant query stamps every result with
+ * the evaluation time, so metricsQuery's own timestamps cannot tell the data's age); an object
+ * whose data is older is treated as missing: left out of a list, 404 with the reason for a named
+ * object. Errors are Status JSON with the code of the cause
  * (cma_api_fail). Per-request memory (selectors, names, PromQL, the answer, the items) lives in
  * the request arena: nothing here is freed by hand. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +25,7 @@
 #include "cma/buf.h"
 #include "cma/catalog.h"
 #include "cma/clock.h"
+#include "cma/config.h"
 #include "cma/discovery.h"
 #include "cma/encode.h"
 #include "cma/kube.h"
@@ -32,6 +40,7 @@
 #include "cma/rule.h"
 #include "cma/selector.h"
 #include "cma/server.h"
+#include "cma/str.h"
 
 struct custom_request {
     struct cma_arena *arena; /* the request's: everything below lives as long as it */
@@ -155,19 +164,39 @@ static bool keep_named(void *ctx, const struct cma_label_view *labels, size_t n_
     return v && bsearch(&v, k->sorted, k->n, sizeof(*k->sorted), cmp_str_ptrs);
 }
 
-/* The kept samples → one item per requested object that has a servable value (the last sample
- * with a given object name wins, as upstream) → MetricValueList, or 404 for a named object. */
-static enum cma_errc encode_samples(const struct custom_request *cr,
-                                    const struct cma_prom_result *result, const char *res_label,
-                                    enum cma_custom_version ver, struct cma_response *resp,
-                                    struct cma_err *err)
+/* maxSampleAge (this project's extension): the data time of each requested object, from the
+ * rule's age query (the newest raw sample of its series, cma_rule.age_query). */
+struct freshness {
+    const struct cma_rule *rule; /* rule->max_sample_age_ms == 0: every sample is fresh */
+    int64_t now_ms;
+    int64_t *data_ms; /* per cr->names index; 0 = no raw sample within the backend's lookback */
+};
+
+/* Why object k's sample is too old to serve, in why (empty when it is fresh). */
+static void staleness(const struct freshness *f, size_t k, char *why, size_t why_len)
 {
-    const struct cma_sample **by_name =
-        cma_api_array(cr->arena, cr->n_names + 1, sizeof(*by_name), err);
-    struct cma_metric_value *items =
-        by_name ? cma_api_array(cr->arena, cr->n_names + 1, sizeof(*items), err) : NULL;
-    if (!items)
-        return cma_api_arena_rc(cr->arena);
+    why[0] = '\0';
+    long long max = f->rule->max_sample_age_ms;
+    if (!max || !f->data_ms) /* no maxSampleAge, or its ages were not fetched */
+        return;
+    char age[32], limit[32];
+    const struct cma_pos *pos = &f->rule->cfg->max_sample_age.pos;
+    cma_duration_format(max, limit, sizeof(limit));
+    if (!f->data_ms[k])
+        snprintf(why, why_len,
+                 "no raw sample of its series within the backend's lookback (maxSampleAge %s, "
+                 "%s:%u:%u)",
+                 limit, pos->file, pos->line, pos->column);
+    else if (f->now_ms - f->data_ms[k] > max)
+        snprintf(why, why_len, "its newest sample is %s old, older than maxSampleAge %s (%s:%u:%u)",
+                 cma_duration_format(f->now_ms - f->data_ms[k], age, sizeof(age)), limit, pos->file,
+                 pos->line, pos->column);
+}
+
+/* by_name[k]: the last sample of the answer for the k-th requested object (upstream's order). */
+static void index_by_name(const struct custom_request *cr, const struct cma_prom_result *result,
+                          const char *res_label, const struct cma_sample **by_name)
+{
     for (size_t i = 0; i < result->n_samples; i++) {
         const struct cma_sample *s = &result->samples[i];
         const char *v = cma_sample_label(s, res_label);
@@ -178,6 +207,24 @@ static enum cma_errc encode_samples(const struct custom_request *cr,
         if (k >= 0)
             by_name[k] = s;
     }
+}
+
+/* The kept samples → one item per requested object that has a servable value (the last sample
+ * with a given object name wins, as upstream) and fresh data → MetricValueList, or 404 for a
+ * named object, saying why when its sample was too old. */
+static enum cma_errc encode_samples(const struct custom_request *cr,
+                                    const struct cma_prom_result *result, const char *res_label,
+                                    const struct freshness *fresh, enum cma_custom_version ver,
+                                    struct cma_response *resp, struct cma_err *err)
+{
+    char why[512] = "";
+    const struct cma_sample **by_name =
+        cma_api_array(cr->arena, cr->n_names + 1, sizeof(*by_name), err);
+    struct cma_metric_value *items =
+        by_name ? cma_api_array(cr->arena, cr->n_names + 1, sizeof(*items), err) : NULL;
+    if (!items)
+        return cma_api_arena_rc(cr->arena);
+    index_by_name(cr, result, res_label, by_name);
     char api_version[300];
     cma_restmapper_api_version(cr->resource, api_version, sizeof(api_version));
     size_t n_items = 0;
@@ -189,6 +236,13 @@ static enum cma_errc encode_samples(const struct custom_request *cr,
                              "%s %s: no sample in the answer has %s=\"%s\" (no such series, or "
                              "none with a sample within the backend's lookback: stale)",
                              cr->gr, cr->names[k], res_label, cr->names[k]);
+            continue;
+        }
+        staleness(fresh, k, why, sizeof(why));
+        if (why[0]) { /* treated as missing: the HPA holds rather than act on old data */
+            cma_explain_sample(cr->explain, CMA_EX_DROPPED, s, why);
+            cma_log_v(4, "custom metric %s for %s %s: %s; leaving it out", cr->metric, cr->gr,
+                      cr->names[k], why);
             continue;
         }
         if (!cma_quantity_milli_from_double(s->value, &milli)) {
@@ -210,12 +264,89 @@ static enum cma_errc encode_samples(const struct custom_request *cr,
     }
     enum cma_errc rc;
     if (strcmp(cr->name, "*") != 0 && n_items == 0)
-        rc =
-            cma_err_set(err, CMA_ERR_NOT_FOUND, "the server could not find the metric %s for %s %s",
-                        cr->metric, cr->gr, cr->name);
+        rc = cma_err_set(err, CMA_ERR_NOT_FOUND,
+                         "the server could not find the metric %s for %s %s%s%s", cr->metric,
+                         cr->gr, cr->name, why[0] ? ": " : "", why);
     else
         rc = cma_encode_metric_value_list(ver, items, n_items, cr->metric_selector, &resp->body,
                                           err);
+    return rc;
+}
+
+/* One instant query of the request through the rule's backend, kept in the arena; a vector. */
+static enum cma_errc run_query(struct cma_app *app, struct custom_request *cr,
+                               const struct cma_rule *rule, const char *promql, int64_t now_ms,
+                               const struct cma_keep *filter, struct cma_prom_result **ret,
+                               struct cma_err *err)
+{
+    enum cma_errc rc =
+        cma_api_query(app, &rule->backend, cr->explain, "", promql, now_ms, filter, ret, err);
+    if (rc == CMA_OK)
+        rc = cma_api_adopt(cr->arena, cma_api_free_result, *ret, err);
+    if (rc == CMA_OK && (*ret)->type != CMA_PROM_VECTOR)
+        rc = cma_err_set(err, CMA_ERR_BACKEND_RESPONSE,
+                         "unexpected result type from prometheus for %s (want a vector); check "
+                         "metricsQuery",
+                         cr->metric);
+    return rc;
+}
+
+/* The query's PromQL within the backend's limit (less `reserve` bytes the caller wraps it in). */
+static enum cma_errc build_bounded(const struct custom_request *cr, const struct cma_rule *rule,
+                                   const struct cma_query_input *in, size_t reserve,
+                                   struct cma_buf *promql, struct cma_buf *res_label,
+                                   struct cma_err *err)
+{
+    size_t max = rule->backend.max_query_bytes;
+    bool wide = false;
+    enum cma_errc rc = cma_query_build_bounded(in, max > reserve ? max - reserve : max, promql,
+                                               res_label, &wide, err);
+    if (rc == CMA_OK && wide) {
+        cma_explain_addf(cr->explain, CMA_EX_QUERY,
+                         "the names of %zu objects would make the query longer than the "
+                         "backend's limit of %zu bytes: sent without them, keeping the requested "
+                         "objects from the answer",
+                         cr->n_names, max);
+        cma_log_v(4,
+                  "custom metric %s/%s: %zu object names would pass the query limit of %zu "
+                  "bytes: querying without the name matcher (%zu bytes)",
+                  cr->gr, cr->metric, cr->n_names, max, promql->len);
+    }
+    return rc;
+}
+
+/* maxSampleAge: fills fresh->data_ms from `max by (<resource label>) (<age query>)`. */
+static enum cma_errc fetch_ages(struct cma_app *app, struct custom_request *cr,
+                                const struct cma_query_input *value_in, const char *label,
+                                const struct cma_keep *filter, struct freshness *fresh,
+                                struct cma_err *err)
+{
+    fresh->data_ms = cma_api_array(cr->arena, cr->n_names + 1, sizeof(*fresh->data_ms), err);
+    struct cma_buf *promql = fresh->data_ms ? cma_api_buf(cr->arena, 1 << 20, err) : NULL;
+    if (!promql)
+        return cma_api_arena_rc(cr->arena);
+    struct cma_query_input in = *value_in;
+    in.tmpl = fresh->rule->age_query;
+    enum cma_errc rc = cma_buf_printf(promql, "max by (%s) (", label);
+    size_t reserve = promql->len + 1;
+    if (rc == CMA_OK)
+        rc = build_bounded(cr, fresh->rule, &in, reserve, promql, NULL, err);
+    if (rc == CMA_OK)
+        rc = cma_buf_appendc(promql, ')');
+    if (err->code == CMA_OK && rc != CMA_OK)
+        cma_err_set(err, rc, "the age query: %s", cma_errc_meaning(rc));
+    struct cma_prom_result *ages = NULL;
+    cma_log_v(5, "custom metric %s/%s ages: %s", cr->gr, cr->metric, cma_buf_str(promql));
+    if (rc == CMA_OK)
+        rc =
+            run_query(app, cr, fresh->rule, cma_buf_str(promql), fresh->now_ms, filter, &ages, err);
+    for (size_t i = 0; rc == CMA_OK && i < ages->n_samples; i++) {
+        const struct cma_sample *s = &ages->samples[i];
+        const char *v = cma_sample_label(s, label);
+        long k = v ? find_name(cr->names, cr->n_names, v) : -1;
+        if (k >= 0 && s->value > 0 && s->value < 9.2e15)
+            fresh->data_ms[k] = (int64_t)(s->value * 1000.0);
+    }
     return rc;
 }
 
@@ -239,31 +370,28 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
         .n_names = cr->n_names,
         .metric_selector = cr->metric_selector,
     };
+    struct freshness fresh = {.rule = entry->rule, .now_ms = cma_clock_wall_ms()};
     struct cma_prom_result *result = NULL;
     struct keep_names keep = {.n = cr->n_names};
     enum cma_errc rc = cma_rule_servable(entry->rule, err); /* a rule loaded with a problem */
     if (rc == CMA_OK)
-        rc = cma_query_build(&in, promql, res_label, err);
+        rc = build_bounded(cr, entry->rule, &in, 0, promql, res_label, err);
     if (rc == CMA_OK)
         rc = sorted_names(cr, &keep.sorted, err);
+    /* the id names exactly the objects kept, whichever form the query took */
+    struct cma_keep filter = {keep_named, &keep, NULL, app->call};
     if (rc == CMA_OK) {
         keep.label = cma_buf_str(res_label);
+        filter.id = cma_api_keep_id(cr->arena, keep.label, keep.sorted, NULL, keep.n);
         cma_explain_addf(cr->explain, CMA_EX_QUERY, "resource label: %s", keep.label);
         cma_log_v(5, "custom metric %s/%s: %s", cr->gr, cr->metric, cma_buf_str(promql));
-        struct cma_keep filter = {
-            keep_named, &keep, cma_api_keep_id(cr->arena, keep.label, keep.sorted, NULL, keep.n)};
-        rc = cma_api_query(app, &entry->rule->backend, cr->explain, "", cma_buf_str(promql),
-                           cma_clock_wall_ms(), &filter, &result, err);
-        if (rc == CMA_OK)
-            rc = cma_api_adopt(cr->arena, cma_api_free_result, result, err);
+        rc = run_query(app, cr, entry->rule, cma_buf_str(promql), fresh.now_ms, &filter, &result,
+                       err);
     }
-    if (rc == CMA_OK && result->type != CMA_PROM_VECTOR)
-        rc = cma_err_set(err, CMA_ERR_BACKEND_RESPONSE,
-                         "unexpected result type from prometheus for %s (want a vector); check "
-                         "metricsQuery",
-                         cr->metric);
+    if (rc == CMA_OK && entry->rule->max_sample_age_ms && entry->rule->age_query)
+        rc = fetch_ages(app, cr, &in, keep.label, &filter, &fresh, err);
     if (rc == CMA_OK)
-        rc = encode_samples(cr, result, cma_buf_str(res_label), ver, resp, err);
+        rc = encode_samples(cr, result, cma_buf_str(res_label), &fresh, ver, resp, err);
     return rc;
 }
 

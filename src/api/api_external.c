@@ -17,7 +17,13 @@
  *   backend failures keep their cause (503 unreachable, 504 timeout, 500 error) instead of a
  *   blanket 500; a scalar result has metricLabels {} (upstream: null); a matrix or string result
  *   names the metric and the fix; an unknown metric names the namespace.
+ * - maxSampleAge (this project's extension): a second query, `max by (<the items' label names>)
+ *   (timestamp(<<.Series>>{<<.LabelMatchers>>}))`, gives the newest raw sample behind each item
+ *   (the groups carrying every label of the item); an item whose data is older, or has none, is
+ *   left out (an instant query stamps results with the evaluation time: metricsQuery's own
+ *   timestamps cannot tell the data's age).
  * - Memory: the selector, PromQL, the answer and the items live in the request arena. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +33,7 @@
 #include "cma/buf.h"
 #include "cma/catalog.h"
 #include "cma/clock.h"
+#include "cma/config.h"
 #include "cma/discovery.h"
 #include "cma/encode.h"
 #include "cma/log.h"
@@ -38,6 +45,7 @@
 #include "cma/rule.h"
 #include "cma/selector.h"
 #include "cma/server.h"
+#include "cma/str.h"
 
 /* 503 before the first successful relist, with discovery's last error when it has one (the same
  * wording as the custom metrics API). */
@@ -69,11 +77,66 @@ static const char *result_type_name(enum cma_prom_result_type t)
     return "unknown";
 }
 
-/* Turns a vector or scalar result into items and encodes them. Label arrays point into result. */
+/* maxSampleAge (this project's extension): the answer of `max by (<the items' label names>)
+ * (<age query>)`, the newest raw sample of the series behind each item. NULL ages: every item is
+ * fresh. */
+struct freshness {
+    const struct cma_rule *rule;
+    int64_t now_ms;
+    const struct cma_prom_result *ages;
+};
+
+/* The data time (ms) of an item: the newest of the age groups that carry every label of the
+ * item (__name__ aside: timestamp() drops it); 0 when no group does. */
+static int64_t item_data_ms(const struct freshness *f, const struct cma_sample *item)
+{
+    double newest = 0;
+    for (size_t g = 0; g < f->ages->n_samples; g++) {
+        const struct cma_sample *group = &f->ages->samples[g];
+        bool all = true;
+        for (size_t k = 0; all && k < item->n_labels; k++) {
+            const char *v = cma_sample_label(group, item->labels[k].name);
+            all = strcmp(item->labels[k].name, "__name__") == 0 ||
+                  (v && strcmp(v, item->labels[k].value) == 0);
+        }
+        if (all && group->value > newest && group->value < 9.2e15)
+            newest = group->value;
+    }
+    return (int64_t)(newest * 1000.0);
+}
+
+/* Why the item's data is too old to serve, in why (empty when fresh). */
+static void staleness(const struct freshness *f, const struct cma_sample *item, char *why,
+                      size_t why_len)
+{
+    why[0] = '\0';
+    if (!f->ages)
+        return;
+    long long max = f->rule->max_sample_age_ms;
+    int64_t data_ms = item_data_ms(f, item);
+    char age[32], limit[32];
+    const struct cma_pos *pos = &f->rule->cfg->max_sample_age.pos;
+    cma_duration_format(max, limit, sizeof(limit));
+    if (!data_ms)
+        snprintf(why, why_len,
+                 "no raw sample of its series within the backend's lookback (maxSampleAge %s, "
+                 "%s:%u:%u): left out",
+                 limit, pos->file, pos->line, pos->column);
+    else if (f->now_ms - data_ms > max)
+        snprintf(why, why_len,
+                 "its newest sample is %s old, older than maxSampleAge %s (%s:%u:%u): left out",
+                 cma_duration_format(f->now_ms - data_ms, age, sizeof(age)), limit, pos->file,
+                 pos->line, pos->column);
+}
+
+/* Turns a vector or scalar result into items and encodes them, leaving out the items whose data
+ * is older than the rule's maxSampleAge. Label arrays point into result. */
 static enum cma_errc encode_result(struct cma_arena *arena, const struct cma_catalog_entry *entry,
                                    const char *namespace_, const struct cma_prom_result *result,
-                                   struct cma_explain *ex, struct cma_buf *out, struct cma_err *err)
+                                   const struct freshness *fresh, struct cma_explain *ex,
+                                   struct cma_buf *out, struct cma_err *err)
 {
+    char why[512];
     if (result->type != CMA_PROM_VECTOR && result->type != CMA_PROM_SCALAR)
         return cma_err_set(err, CMA_ERR_RULE,
                            "unexpected query result type %s for external metric %s; metricsQuery "
@@ -92,6 +155,12 @@ static enum cma_errc encode_result(struct cma_arena *arena, const struct cma_cat
     for (size_t i = 0; i < result->n_samples; i++) {
         const struct cma_sample *s = &result->samples[i];
         int64_t milli;
+        staleness(fresh, s, why, sizeof(why));
+        if (why[0]) { /* treated as missing: the HPA holds rather than act on old data */
+            cma_explain_sample(ex, CMA_EX_DROPPED, s, why);
+            cma_log_v(4, "external metric %s in namespace %s: %s", entry->metric, namespace_, why);
+            continue;
+        }
         if (!cma_quantity_milli_from_double(s->value, &milli)) {
             cma_explain_sample(ex, CMA_EX_DROPPED, s,
                                "NaN, Inf or out of range for a quantity: left out");
@@ -115,6 +184,82 @@ static enum cma_errc encode_result(struct cma_arena *arena, const struct cma_cat
     return cma_encode_external_metric_value_list(items, n_items, out, err);
 }
 
+/* One instant query through the rule's backend, every series kept (each is an item; the budget
+ * bounds them), the answer in the arena. */
+static enum cma_errc run_query(struct cma_app *app, struct cma_arena *arena,
+                               const struct cma_rule *rule, const char *promql, int64_t now_ms,
+                               struct cma_prom_result **ret, struct cma_err *err)
+{
+    struct cma_keep every = {NULL, NULL, NULL, app->call}; /* the request's deadline */
+    enum cma_errc rc =
+        cma_api_query(app, &rule->backend, app->explain, "", promql, now_ms, &every, ret, err);
+    if (rc == CMA_OK)
+        rc = cma_api_adopt(arena, cma_api_free_result, *ret, err);
+    return rc;
+}
+
+static bool listed(const char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* "max by (<every label name of the answer's items but __name__>) (" into promql. */
+static enum cma_errc age_query_head(struct cma_arena *arena, const struct cma_prom_result *result,
+                                    struct cma_buf *promql, struct cma_err *err)
+{
+    size_t n_labels = 0, n = 0;
+    for (size_t i = 0; i < result->n_samples; i++)
+        n_labels += result->samples[i].n_labels;
+    const char **names = cma_api_array(arena, n_labels + 1, sizeof(*names), err);
+    if (!names)
+        return cma_api_arena_rc(arena);
+    enum cma_errc rc = cma_buf_appends(promql, "max by (");
+    for (size_t i = 0; i < result->n_samples; i++)
+        for (size_t k = 0; rc == CMA_OK && k < result->samples[i].n_labels; k++) {
+            const char *name = result->samples[i].labels[k].name;
+            if (strcmp(name, "__name__") == 0 || listed(names, n, name))
+                continue;
+            if (n && (rc = cma_buf_appendc(promql, ',')) != CMA_OK)
+                break;
+            names[n++] = name;
+            rc = cma_buf_appends(promql, name);
+        }
+    if (rc == CMA_OK)
+        rc = cma_buf_appends(promql, ") (");
+    return rc == CMA_OK ? CMA_OK : cma_err_set(err, rc, "the age query: %s", cma_errc_meaning(rc));
+}
+
+/* maxSampleAge: the age query for the items of `result` (see struct freshness). */
+static enum cma_errc fetch_ages(struct cma_app *app, struct cma_arena *arena,
+                                const struct cma_query_input *value_in,
+                                const struct cma_prom_result *result, struct freshness *fresh,
+                                struct cma_err *err)
+{
+    struct cma_buf *promql = cma_api_buf(arena, 1 << 20, err);
+    if (!promql)
+        return cma_api_arena_rc(arena);
+    struct cma_query_input in = *value_in;
+    in.tmpl = fresh->rule->age_query;
+    enum cma_errc rc = age_query_head(arena, result, promql, err);
+    if (rc == CMA_OK)
+        rc = cma_query_build(&in, promql, NULL, err);
+    if (rc == CMA_OK && (rc = cma_buf_appendc(promql, ')')) != CMA_OK)
+        cma_err_set(err, rc, "the age query: %s", cma_errc_meaning(rc));
+    struct cma_prom_result *ages = NULL;
+    if (rc == CMA_OK) {
+        cma_log_v(5, "external metric ages: %s", cma_buf_str(promql));
+        rc = run_query(app, arena, fresh->rule, cma_buf_str(promql), fresh->now_ms, &ages, err);
+    }
+    if (rc == CMA_OK && ages->type != CMA_PROM_VECTOR)
+        rc = cma_err_set(err, CMA_ERR_BACKEND_RESPONSE, "the age query answered a %s",
+                         result_type_name(ages->type));
+    fresh->ages = ages;
+    return rc;
+}
+
 static enum cma_errc query_and_encode(struct cma_app *app, struct cma_catalog *cat,
                                       struct cma_arena *arena,
                                       const struct cma_catalog_entry *entry, const char *namespace_,
@@ -133,6 +278,7 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct cma_catalog *c
         .namespace_ = entry->rule->namespaced ? namespace_ : NULL,
         .metric_selector = selector,
     };
+    struct freshness fresh = {.rule = entry->rule, .now_ms = cma_clock_wall_ms()};
     struct cma_prom_result *result = NULL;
     enum cma_errc rc = cma_rule_servable(entry->rule, err); /* a rule loaded with a problem */
     if (rc == CMA_OK)
@@ -140,14 +286,15 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct cma_catalog *c
     if (rc == CMA_OK) {
         cma_log_v(5, "external metric %s in namespace %s: %s", entry->metric, namespace_,
                   cma_buf_str(promql));
-        /* every series is an item of the answer: all are kept (the budget bounds them) */
-        rc = cma_api_query(app, &entry->rule->backend, app->explain, "", cma_buf_str(promql),
-                           cma_clock_wall_ms(), NULL, &result, err);
-        if (rc == CMA_OK)
-            rc = cma_api_adopt(arena, cma_api_free_result, result, err);
+        rc = run_query(app, arena, entry->rule, cma_buf_str(promql), fresh.now_ms, &result, err);
     }
+    if (rc == CMA_OK && entry->rule->max_sample_age_ms && entry->rule->age_query &&
+        (result->type == CMA_PROM_VECTOR || result->type == CMA_PROM_SCALAR) &&
+        result->n_samples > 0)
+        rc = fetch_ages(app, arena, &in, result, &fresh, err);
     if (rc == CMA_OK)
-        rc = encode_result(arena, entry, namespace_, result, app->explain, &resp->body, err);
+        rc =
+            encode_result(arena, entry, namespace_, result, &fresh, app->explain, &resp->body, err);
     return rc;
 }
 

@@ -27,7 +27,11 @@
  * - Lists are sorted by namespace then name (pods) or name (nodes); containers by name.
  * - Each answer is decoded as a stream that keeps only the samples of listed objects (the same
  *   test collect() applies), so a containerQuery that returns every pod of the cluster for a
- *   request about one namespace costs memory only for that namespace's pods.
+ *   request about one namespace costs memory only for that namespace's pods. That is also what
+ *   makes the wide query safe: when the listed names would make the PromQL longer than the
+ *   backend's limit (resourceRules' backend, cma_query_build_bounded), it goes without them.
+ * - maxSampleAge is not a resourceRules key (config.c says why): containerQuery and nodeQuery
+ *   have no .Series whose raw samples would tell the data's age.
  * - Errors are Status JSON with the code of the cause: a backend failure fails the request
  *   (upstream answers 200 with the namespaces that worked, which an HPA cannot tell from "no
  *   pods").
@@ -512,14 +516,28 @@ static enum cma_errc run_query(struct resource_request *rr, const struct cma_res
     struct cma_buf *promql = cma_api_buf(rr->arena, 1 << 20, err);
     if (!promql)
         return cma_api_arena_rc(rr->arena);
-    rc = cma_query_build(&in, promql, out->object_label, err);
+    /* past the backend's query-length limit: without the names, keep_listed keeps the objects */
+    size_t max = rr->app->rules->resource_backend.max_query_bytes;
+    bool wide = false;
+    rc = cma_query_build_bounded(&in, max, promql, out->object_label, &wide, err);
     if (rc != CMA_OK)
         cma_err_prefix(err, "resourceRules.%s.%s: ", what, key);
+    if (rc == CMA_OK && wide) {
+        cma_explain_addf(rr->app->explain, CMA_EX_QUERY,
+                         "the names of %zu objects would make the %s query longer than the "
+                         "backend's limit of %zu bytes: sent without them, keeping the listed "
+                         "objects from the answer",
+                         rr->n_names, what, max);
+        cma_log_v(4,
+                  "resource metrics %s: %zu object names would pass the query limit of %zu "
+                  "bytes: querying without the name matcher (%zu bytes)",
+                  what, rr->n_names, max, promql->len);
+    }
     if (rc == CMA_OK) {
         cma_log_v(5, "resource metrics %s for %zu %s: %s", what, rr->n_names,
                   rr->nodes ? "nodes" : "pods", cma_buf_str(promql));
         struct keep_objects keep = {rr, out};
-        struct cma_keep filter = {keep_listed, &keep, listed_id(rr, out)};
+        struct cma_keep filter = {keep_listed, &keep, listed_id(rr, out), rr->app->call};
         /* resourceRules.backend: one backend for the block, cpu and memory alike */
         char what_[16];
         snprintf(what_, sizeof(what_), "%s ", what);

@@ -415,6 +415,7 @@ void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_resp
     timed.backend = cma_backend_measured(&app->backend, NULL, &backend_time);
     uint64_t rule_backend_ns = 0; /* the time in rules' own backends (cma_api_query) */
     timed.rule_backend_ns = &rule_backend_ns;
+    timed.call = req->call; /* every backend query of the request works to its deadline */
     struct cma_arena own, *arena = cma_request_arena(req);
     if (!arena) { /* a request built by hand (unit tests) */
         cma_arena_init(&own, CMA_REQUEST_ARENA_MAX_BYTES);

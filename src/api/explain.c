@@ -228,7 +228,8 @@ static enum cma_errc record_query(void *ctx, const char *promql, int64_t time_ms
 {
     struct recorder *rec = ctx;
     struct cma_explain *ex = rec->ex;
-    struct cma_keep every = {keep_all, NULL, NULL}; /* no id: never shared, always sent */
+    /* no id: never shared, always sent; the request's deadline and cancellation kept */
+    struct cma_keep every = {keep_all, NULL, NULL, keep ? keep->call : NULL};
     struct cma_prom_result *all = NULL;
     char when[21];
     int64_t t0 = cma_clock_mono_ms();

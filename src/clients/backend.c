@@ -9,8 +9,8 @@ static enum cma_errc prom_query(void *ctx, const char *promql, int64_t time_ms,
                                 const struct cma_keep *keep, struct cma_prom_result **ret,
                                 struct cma_err *reterr)
 {
-    return cma_prom_query(ctx, promql, time_ms, keep ? keep->fn : NULL, keep ? keep->ctx : NULL,
-                          ret, reterr);
+    return cma_prom_query_call(ctx, promql, time_ms, keep ? keep->fn : NULL,
+                               keep ? keep->ctx : NULL, keep ? keep->call : NULL, ret, reterr);
 }
 
 static enum cma_errc prom_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,

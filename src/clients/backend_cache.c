@@ -530,8 +530,12 @@ static enum cma_errc cached_query(void *ctx, const char *promql, int64_t time_ms
         join_or_lead(c, w, promql, shared_keep ? shared_keep->id : NULL, time_ms, &leader);
     if (!e)
         return direct(w, promql, time_ms, keep, ret, reterr);
-    if (leader)
-        lead(c, e, shared_keep);
+    if (leader) {
+        /* the leader's own request bounds the query (its deadline, its client still there) */
+        struct cma_keep lead_keep = shared_keep ? *shared_keep : (struct cma_keep){0};
+        lead_keep.call = keep ? keep->call : NULL;
+        lead(c, e, lead_keep.fn || lead_keep.call ? &lead_keep : NULL);
+    }
     /* e is finished and immutable now; our reference keeps it. */
     enum cma_errc rc = e->rc;
     if (rc == CMA_OK)

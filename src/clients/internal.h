@@ -164,6 +164,9 @@ struct cma_http_request {
     CURL **handle;  /* when set, receives the transfer's handle before it runs */
     bool dedicated; /* a handle of its own, not the pool's (a long watch) */
     size_t long_get_bytes, max_get_bytes; /* copied into the report */
+    /* The request served (backend.h): the transfer gets at most the time left before its
+     * deadline and is aborted once its client has gone (both: errors->timeout). NULL: none. */
+    const struct cma_call *call;
 };
 
 struct cma_http_result {

@@ -472,7 +472,8 @@ struct request {
     curl_write_callback write;
     struct sink *sink; /* first member of the write callback's context */
     void *write_ctx;
-    long status; /* out: HTTP status */
+    long status;                 /* out: HTTP status */
+    const struct cma_call *call; /* the request served (deadline, client gone); NULL: none */
 };
 
 /* url = origin + prefix + api_path [+ "?" + base_query [+ "&" + params]]. */
@@ -554,6 +555,7 @@ static enum cma_errc perform(struct cma_prom *p, struct request *req, struct cma
         .handle = &req->sink->handle,
         .long_get_bytes = u.long_get,
         .max_get_bytes = u.long_get ? p->max_get_url_bytes : 0,
+        .call = req->call,
     };
     struct cma_http_result res;
     struct cma_err terr;
@@ -745,6 +747,14 @@ enum cma_errc cma_prom_query(struct cma_prom *p, const char *promql, int64_t tim
                              cma_sample_keep_fn keep, void *keep_ctx, struct cma_prom_result **ret,
                              struct cma_err *reterr)
 {
+    return cma_prom_query_call(p, promql, time_ms, keep, keep_ctx, NULL, ret, reterr);
+}
+
+enum cma_errc cma_prom_query_call(struct cma_prom *p, const char *promql, int64_t time_ms,
+                                  cma_sample_keep_fn keep, void *keep_ctx,
+                                  const struct cma_call *call, struct cma_prom_result **ret,
+                                  struct cma_err *reterr)
+{
     size_t promql_len = strlen(promql);
     if (p->max_query_bytes && promql_len > p->max_query_bytes)
         return cma_err_set(reterr, CMA_ERR_BACKEND_ERROR,
@@ -774,6 +784,7 @@ enum cma_errc cma_prom_query(struct cma_prom *p, const char *promql, int64_t tim
         .write = query_write,
         .sink = &qs.sink,
         .write_ctx = &qs,
+        .call = call,
     };
     struct cma_err perr;
     cma_err_clear(&perr);

@@ -13,10 +13,17 @@
  * once its client has set it up, so any number of threads perform through it at once. Bodies
  * stream: the caller's write callback sees each chunk as curl hands it over (prom's decoders,
  * kube's watch lines); only when the caller gives no callback is the body gathered into a
- * buffer with the caller's ceiling. */
+ * buffer with the caller's ceiling.
+ *
+ * A request's deadline and cancellation (struct cma_call, backend.h): a transfer serving a
+ * request gets at most the time left before that request's deadline (none left: the timeout
+ * error at once, nothing sent), and curl's progress callback, which curl calls about once a
+ * second while the peer is silent and more often while data flows, aborts it once the request's
+ * client has gone; either ends as errors->timeout, so a query never outlives its request. */
 #include <stdio.h>
 #include <string.h>
 
+#include "cma/backend.h"
 #include "cma/clock.h"
 #include "cma/str.h"
 #include "internal.h"
@@ -130,7 +137,25 @@ struct transfer {
     struct curl_slist auth_node; /* Authorization in front of the request's headers */
     struct gather gather;
     char errbuf[CURL_ERROR_SIZE];
+    int64_t timeout_ms; /* req's, bounded by its call's deadline */
+    const struct cma_call *call;
+    curl_xferinfo_callback progress; /* the caller's, called after the call's check */
+    void *progress_ctx;
+    bool gone; /* aborted: the call's client has gone */
 };
+
+/* Progress callback of a transfer that serves a request: non-zero (abort) once its client has
+ * gone, else the caller's own callback decides. */
+static int call_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                         curl_off_t ulnow)
+{
+    struct transfer *x = ctx;
+    if (cma_call_gone(x->call)) {
+        x->gone = true;
+        return 1;
+    }
+    return x->progress ? x->progress(x->progress_ctx, dltotal, dlnow, ultotal, ulnow) : 0;
+}
 
 static struct curl_slist *headers_of(struct transfer *x, const struct cma_http_request *req)
 {
@@ -165,7 +190,13 @@ static enum cma_errc set_sinks(const struct cma_transport *t, struct transfer *x
         SETOPT(h, CURLOPT_WRITEFUNCTION, gather_write);
         SETOPT(h, CURLOPT_WRITEDATA, &x->gather);
     }
-    if (req->progress) {
+    if (req->call) {
+        x->progress = req->progress;
+        x->progress_ctx = req->progress_ctx;
+        SETOPT(h, CURLOPT_XFERINFOFUNCTION, call_progress);
+        SETOPT(h, CURLOPT_XFERINFODATA, x);
+        SETOPT(h, CURLOPT_NOPROGRESS, 0L);
+    } else if (req->progress) {
         SETOPT(h, CURLOPT_XFERINFOFUNCTION, req->progress);
         SETOPT(h, CURLOPT_XFERINFODATA, req->progress_ctx);
         SETOPT(h, CURLOPT_NOPROGRESS, 0L);
@@ -182,7 +213,7 @@ static enum cma_errc configure(const struct cma_transport *t, struct transfer *x
     SETOPT(h, CURLOPT_URL, req->url);
     SETOPT(h, CURLOPT_PROTOCOLS_STR, "http,https");
     SETOPT(h, CURLOPT_NOSIGNAL, 1L);
-    SETOPT(h, CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
+    SETOPT(h, CURLOPT_TIMEOUT_MS, (long)x->timeout_ms);
     SETOPT(h, CURLOPT_CONNECTTIMEOUT_MS, (long)t->connect_timeout_ms);
     SETOPT(h, CURLOPT_ACCEPT_ENCODING, "");
     SETOPT(h, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -245,11 +276,30 @@ static enum cma_errc outcome(const struct cma_transport *t, const struct cma_htt
 {
     if (res->curl == CURLE_OK)
         return CMA_OK;
+    if (res->curl == CURLE_ABORTED_BY_CALLBACK && x->gone)
+        return cma_err_set(
+            reterr, t->errors->timeout,
+            "%s request %s abandoned after %lld ms: the client of the request closed "
+            "its connection",
+            t->errors->peer, req->what, (long long)res->duration_ms);
     if (res->curl == CURLE_WRITE_ERROR && !req->write && x->gather.over)
         return cma_err_set(reterr, t->errors->too_large, "answer of %s to %s is over %zu bytes",
                            t->errors->peer, req->what, req->gather->max);
     return cma_transport_curl_error(t->errors, res->curl, res->error, req->what, req->where,
-                                    req->timeout_ms, reterr);
+                                    x->timeout_ms, reterr);
+}
+
+/* A request whose deadline has passed, or whose client has gone, before its transfer starts. */
+static enum cma_errc too_late(const struct cma_transport *t, const struct cma_http_request *req,
+                              bool late, struct cma_err *reterr)
+{
+    if (late)
+        return cma_err_set(reterr, t->errors->timeout,
+                           "%s request %s not sent: the request's deadline has passed",
+                           t->errors->peer, req->what);
+    return cma_err_set(reterr, t->errors->timeout,
+                       "%s request %s not sent: the client of the request closed its connection",
+                       t->errors->peer, req->what);
 }
 
 static void give_back(const struct cma_transport *t, const struct cma_http_request *req, CURL *h)
@@ -266,7 +316,12 @@ enum cma_errc cma_transport_perform(struct cma_transport *t, const struct cma_ht
     memset(res, 0, sizeof(*res));
     if (!req->write && !req->gather)
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "a request needs a body sink");
-    struct transfer x = {.h = req->dedicated ? curl_easy_init() : cma_curl_pool_take(t->pool)};
+    int64_t timeout_ms = cma_call_budget_ms(req->call, req->timeout_ms, cma_clock_mono_ms());
+    if (timeout_ms <= 0 || cma_call_gone(req->call))
+        return too_late(t, req, timeout_ms <= 0, reterr);
+    struct transfer x = {.h = req->dedicated ? curl_easy_init() : cma_curl_pool_take(t->pool),
+                         .timeout_ms = timeout_ms,
+                         .call = req->call};
     if (!x.h)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory (curl handle)");
     x.cred = take_creds(t);

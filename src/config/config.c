@@ -381,11 +381,29 @@ static enum cma_errc read_name(struct loader *ld, const struct cma_ynode *rule_m
     return rc;
 }
 
+/* maxSampleAge (this project's extension): a positive Go duration ("90s", "2m", "1h30m"). */
+static enum cma_errc read_max_sample_age(struct loader *ld, const struct cma_ynode *item,
+                                         struct cma_config_rule *rule)
+{
+    struct cma_config_str *s = &rule->max_sample_age;
+    enum cma_errc rc = read_str(ld, item, "maxSampleAge", s);
+    if (rc != CMA_OK || !s->set)
+        return rc;
+    int64_t ms = 0;
+    if (cma_duration_parse(s->s, &ms, NULL) != CMA_OK || ms <= 0)
+        return fail_str(ld, s,
+                        "maxSampleAge \"%s\": want a positive Go duration of at least 1ms "
+                        "(90s, 2m, 1h30m)",
+                        s->s);
+    rule->max_sample_age_ms = ms;
+    return CMA_OK;
+}
+
 static enum cma_errc read_rule(struct loader *ld, const struct cma_ynode *item, const char *list,
                                struct cma_config_rule *rule)
 {
-    static const char *const keys[] = {"seriesQuery",  "seriesFilters", "resources", "name",
-                                       "metricsQuery", "backend",       NULL};
+    static const char *const keys[] = {"seriesQuery",  "seriesFilters", "resources",    "name",
+                                       "metricsQuery", "backend",       "maxSampleAge", NULL};
     rule->pos = pos_of(ld, item);
     rule->resources.namespaced = true;
     if (is_null(item)) { /* yaml.v2: the zero DiscoveryRule; every value unset, here */
@@ -395,6 +413,7 @@ static enum cma_errc read_rule(struct loader *ld, const struct cma_ynode *item, 
             strs[i]->pos = rule->pos;
         rule->resources.pos = rule->pos;
         rule->backend.name.pos = rule->pos;
+        rule->max_sample_age.pos = rule->pos;
         return CMA_OK;
     }
     if (item->kind != CMA_YNODE_MAPPING)
@@ -413,6 +432,8 @@ static enum cma_errc read_rule(struct loader *ld, const struct cma_ynode *item, 
         rc = read_str(ld, item, "metricsQuery", &rule->metrics_query);
     if (!rc)
         rc = read_backend_ref(ld, item, &rule->backend);
+    if (!rc)
+        rc = read_max_sample_age(ld, item, rule);
     return rc;
 }
 
@@ -533,6 +554,12 @@ static enum cma_errc read_resource_rules(struct loader *ld, const struct cma_yno
         return fail_nomem(ld);
     ld->cfg->resource_rules = rr;
     rr->pos = pos_of(ld, v);
+    const struct cma_ypair *age = find_pair(v, "maxSampleAge");
+    if (age) /* a key of rules and externalRules only: say why rather than "unknown key" */
+        return fail_at(ld, CMA_ERR_CONFIG_KEY, age->key,
+                       "maxSampleAge is not supported in resourceRules: containerQuery and "
+                       "nodeQuery name their metrics themselves (no .Series), so the adapter "
+                       "cannot measure the data's age; leave it out");
     enum cma_errc rc = check_keys(ld, v, keys);
     if (!rc)
         rc = read_resource_rule(ld, v, "cpu", &rr->cpu);
@@ -1096,6 +1123,7 @@ static void rules_free(struct cma_config_rule *rules, size_t n)
         str_done(&r->name_matches);
         str_done(&r->name_as);
         str_done(&r->metrics_query);
+        str_done(&r->max_sample_age);
         rule_backend_done(&r->backend);
     }
     free(rules);

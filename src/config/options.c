@@ -288,6 +288,27 @@ static const struct flag flags[] = {
      .help = "Bytes that the samples kept from Prometheus query answers may hold at once, across "
              "all requests; a request that would go over is refused: 429 while others hold "
              "them, 413 when its answer alone needs more"},
+    {.name = "prometheus-max-concurrent-queries",
+     .type = FLAG_INT64,
+     .offset = OPT(prometheus_max_concurrent_queries),
+     .def = "8",
+     .min = 1,
+     .max = 1000,
+     .help = "Most instant queries sent to each backend at once (identical ones go once); a "
+             "query that finds no free slot waits, within --prometheus-timeout and its "
+             "request's deadline, then gets 429. 8 per replica keeps two replicas under "
+             "Prometheus' --query.max-concurrency (20)"},
+    {.name = "prometheus-max-query-length",
+     .type = FLAG_INT64,
+     .offset = OPT(prometheus_max_query_length),
+     .def = "16384",
+     .min = 0,
+     .max = INT64_MAX,
+     .help = "Longest PromQL sent to the --prometheus-url backend, and to each backend of the "
+             "config that sets no maxQueryLength, in bytes (VictoriaMetrics' "
+             "-search.maxQueryLen is 16384). A query whose object names would make it longer "
+             "is sent without them and only the requested objects are kept from the answer; "
+             "a query still longer is refused. 0 = no limit"},
     /* serving */
     {.name = "bind-address",
      .type = FLAG_STRING,

@@ -46,6 +46,15 @@
  *   closed), the final call (no upload data) runs the handler or hands it to a worker, and the
  *   call after the worker resumed the connection queues the reply.
  *   MHD_OPTION_NOTIFY_COMPLETED frees it.
+ * - A request's deadline and its client (struct cma_call, backend.h, in the request state): the
+ *   deadline is CMA_SERVER_REQUEST_TIMEOUT_MS after the request arrived, or the client's shorter
+ *   `timeout` parameter. libmicrohttpd does not watch a suspended connection, so nothing tells
+ *   the worker that the client left; instead gone() polls the socket (POLLRDHUP: the client
+ *   closed its end; POLLHUP/POLLERR: reset), without reading, so the bytes stay for the event
+ *   loop. The descriptor stays open while the connection is suspended (the sweeper leaves BUSY
+ *   connections alone). Backend calls ask it about once a second (transport.c), so a query whose
+ *   client has gone is aborted instead of holding a Prometheus query slot until its timeout.
+ *   Like Go's net/http, a client that half-closes its side counts as gone.
  * - Client certificates are requested, never required: MHD 0.9.75 calls
  *   gnutls_certificate_server_set_request(GNUTLS_CERT_REQUEST) on every session only when
  *   MHD_OPTION_HTTPS_MEM_TRUST is set (daemon.c, new_connection_prepare_), and never verifies
@@ -90,8 +99,10 @@
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
+#include <poll.h>
 
 #include "cma/arena.h"
+#include "cma/backend.h"
 #include "cma/clock.h"
 #include "cma/log.h"
 #include "cma/router.h"
@@ -193,6 +204,8 @@ struct request_state {
     struct cma_response reply;
     size_t query_cap;
     struct cma_arena arena; /* cma_request_arena(): from the request line to on_completed */
+    int fd;                 /* the connection's socket, for gone(); -1: unknown */
+    struct cma_call call;   /* req.call: the request's deadline and gone() */
 };
 
 static const char STATUS_413[] =
@@ -843,6 +856,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     st->raw_target_len = uri ? strlen(uri) : 0;
     st->target_bad = !uri || target_has_bad_byte(uri, st->raw_target_len);
     atomic_init(&st->reply_ready, false);
+    st->fd = -1;
     cma_arena_init(&st->arena, CMA_REQUEST_ARENA_MAX_BYTES);
     return st;
 }
@@ -1013,6 +1027,26 @@ static bool declared_length_over(struct MHD_Connection *conn, size_t limit)
     return v > limit;
 }
 
+/* struct cma_call's gone() (see DESIGN): the client closed or reset the connection. */
+static bool client_gone(const void *ctx)
+{
+    const struct request_state *st = ctx;
+    struct pollfd p = {.fd = st->fd, .events = POLLRDHUP};
+    return st->fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* The request's deadline and gone() (see DESIGN); query parameters are decoded by now. */
+static void set_call(struct request_state *st)
+{
+    int64_t timeout = CMA_SERVER_REQUEST_TIMEOUT_MS, asked = 0;
+    const char *t = cma_request_query(&st->req, "timeout");
+    if (t && cma_duration_parse(t, &asked, NULL) == CMA_OK && asked > 0 && asked < timeout)
+        timeout = asked;
+    st->call = (struct cma_call){
+        .deadline_ms = st->req.start_mono_ms + timeout, .gone = client_gone, .gone_ctx = st};
+    st->req.call = &st->call;
+}
+
 /* Runs the handler into `out` (query decoding errors and bad statuses become Status replies).
  * On a worker, or on the event thread for probes. */
 static void run_handler(struct cma_server *s, struct request_state *st, struct cma_response *out)
@@ -1029,6 +1063,7 @@ static void run_handler(struct cma_server *s, struct request_state *st, struct c
         set_static(out, 400, STATUS_400_QUERY);
         return;
     }
+    set_call(st);
     s->handler(s->app, &st->req, out);
     if (out->status < 100 || out->status > 599) {
         cma_log_error("https: handler for %s returned HTTP status %d; answering 500",
@@ -1093,6 +1128,9 @@ static enum MHD_Result on_headers(struct request_state *st, struct MHD_Connectio
     st->req.path = url;
     st->req.conn = conn;
     st->req.start_mono_ms = cma_clock_mono_ms();
+    const union MHD_ConnectionInfo *fdi =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    st->fd = fdi ? fdi->connect_fd : -1;
     /* see DESIGN: the target's NUL must be the one MHD wrote before the version */
     if (!st->target_bad &&
         (url != st->raw_target || !version || version != st->raw_target + st->raw_target_len + 1))

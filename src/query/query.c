@@ -2,7 +2,18 @@
  * BuildExternal: matchers = metric-selector requirements (sorted by key), then namespace, then
  * the resource; LabelValuesByName maps each label to its values joined by '|'; GroupBy is the
  * resource label plus extra labels. Values are quoted with Go %q; regex values are not escaped
- * (upstream behaviour: pod names are safe, and users rely on regex pass-through). */
+ * (upstream behaviour: pod names are safe, and users rely on regex pass-through).
+ *
+ * Bounded size: the names regex grows with the objects (about 40 bytes a pod), and backends cap
+ * the query (VictoriaMetrics' -search.maxQueryLen, 16 KiB by default; a proxy's URL limit). Past
+ * the limit the query is rendered in the wide form, `label=~".+"` for the resource, and the
+ * caller's keep filter (which the decoder applies while it reads the answer, so memory stays
+ * bounded by the requested objects) keeps the requested ones. That gives the same values as the
+ * named query for every metricsQuery that computes an object's value from that object's series
+ * (aggregating by <<.GroupBy>>, as prometheus-adapter's rules do); one that relates objects to
+ * each other (topk, a share of a total over <<.LabelMatchers>>) would not, and neither would
+ * splitting the names over several queries. One query instead of several also keeps a single
+ * answer per request for the query cache. */
 #include "cma/query.h"
 
 #include <stdlib.h>
@@ -120,11 +131,11 @@ enum cma_errc cma_query_build(const struct cma_query_input *in, struct cma_buf *
         rc =
             cma_resmap_label_for_resource(in->resmap, in->mapper, in->resource, &res_label, reterr);
         char *names = NULL;
-        if (rc == CMA_OK && !(names = join(in->names, in->n_names)))
+        if (rc == CMA_OK && !(names = in->any_object ? strdup(".+") : join(in->names, in->n_names)))
             rc = CMA_ERR_NOMEM;
         if (rc == CMA_OK)
-            rc = append_matcher(&matchers, cma_buf_str(&res_label), in->n_names > 1 ? "=~" : "=",
-                                names);
+            rc = append_matcher(&matchers, cma_buf_str(&res_label),
+                                in->n_names > 1 || in->any_object ? "=~" : "=", names);
         if (rc == CMA_OK)
             rc = values_set(&values, cma_buf_str(&res_label), names);
         else
@@ -169,4 +180,32 @@ enum cma_errc cma_query_build(const struct cma_query_input *in, struct cma_buf *
     cma_buf_done(&group_by);
     cma_buf_done(&scratch);
     return rc;
+}
+
+/* Drops what was appended to b after its first len bytes. */
+static void buf_cut(struct cma_buf *b, size_t len)
+{
+    if (b->ptr && len <= b->len) {
+        b->len = len;
+        b->ptr[len] = '\0';
+    }
+}
+
+enum cma_errc cma_query_build_bounded(const struct cma_query_input *in, size_t max_bytes,
+                                      struct cma_buf *promql, struct cma_buf *resource_label,
+                                      bool *wide, struct cma_err *reterr)
+{
+    size_t start = promql->len, label_start = resource_label ? resource_label->len : 0;
+    *wide = in->any_object;
+    enum cma_errc rc = cma_query_build(in, promql, resource_label, reterr);
+    if (rc != CMA_OK || !max_bytes || promql->len - start <= max_bytes || !in->resource ||
+        in->n_names < 2 || in->any_object)
+        return rc;
+    buf_cut(promql, start);
+    if (resource_label)
+        buf_cut(resource_label, label_start);
+    struct cma_query_input w = *in;
+    w.any_object = true;
+    *wide = true;
+    return cma_query_build(&w, promql, resource_label, reterr);
 }

@@ -2,7 +2,8 @@
  * metricsQuery template of each custom and external rule, and the resourceRules templates.
  * Every compile error carries the position of the offending config value. Each rule also
  * records the backend it names (`backend: NAME`); cma_ruleset_bind_backends() binds the names to
- * main's backend table by name, before the ruleset is shared.
+ * main's backend table by name (with each backend's query-length limit), before the ruleset is
+ * shared. A rule with maxSampleAge also gets the template its data's age is measured with.
  *
  * DESIGN: what prometheus-adapter refuses at start-up is an error here too; what it loads but
  * cannot serve loads here with a warning ("file:line:column: ..." for main to log, fatal with
@@ -73,7 +74,8 @@ static enum cma_errc add_warning(struct cma_ruleset *rs, struct cma_rule *rule,
 
 /* One binding: by name (NULL: the flags' backend, index 0). */
 static enum cma_errc bind_one(struct cma_rule_backend *rb, const char *const *names,
-                              const struct cma_backend *queries, size_t n, struct cma_err *reterr)
+                              const struct cma_backend *queries, const size_t *max_query_bytes,
+                              size_t n, struct cma_err *reterr)
 {
     static const struct cma_pos nowhere = {"", 0, 0};
     const struct cma_pos *pos = rb->pos ? rb->pos : &nowhere;
@@ -81,6 +83,7 @@ static enum cma_errc bind_one(struct cma_rule_backend *rb, const char *const *na
         if ((!rb->name && i == 0) || (rb->name && names[i] && strcmp(rb->name, names[i]) == 0)) {
             rb->index = i;
             rb->queries = &queries[i];
+            rb->max_query_bytes = max_query_bytes ? max_query_bytes[i] : 0;
             return CMA_OK;
         }
     return cma_err_set_at(reterr, CMA_ERR_CONFIG_VALUE, pos->file, pos->line, pos->column,
@@ -90,16 +93,18 @@ static enum cma_errc bind_one(struct cma_rule_backend *rb, const char *const *na
 }
 
 enum cma_errc cma_ruleset_bind_backends(struct cma_ruleset *rs, const char *const *names,
-                                        const struct cma_backend *queries, size_t n,
+                                        const struct cma_backend *queries,
+                                        const size_t *max_query_bytes, size_t n,
                                         struct cma_err *reterr)
 {
     enum cma_errc rc = CMA_OK;
+    const size_t *lim = max_query_bytes;
     for (size_t i = 0; rc == CMA_OK && i < rs->n_rules; i++)
-        rc = bind_one(&rs->rules[i].backend, names, queries, n, reterr);
+        rc = bind_one(&rs->rules[i].backend, names, queries, lim, n, reterr);
     for (size_t i = 0; rc == CMA_OK && i < rs->n_external_rules; i++)
-        rc = bind_one(&rs->external_rules[i].backend, names, queries, n, reterr);
+        rc = bind_one(&rs->external_rules[i].backend, names, queries, lim, n, reterr);
     if (rc == CMA_OK)
-        rc = bind_one(&rs->resource_backend, names, queries, n, reterr);
+        rc = bind_one(&rs->resource_backend, names, queries, lim, n, reterr);
     return rc;
 }
 
@@ -213,7 +218,11 @@ static enum cma_errc compile_rule(struct cma_ruleset *rs, struct cma_rule *rule,
     rule->series_query = cfg->series_query.set && cfg->series_query.s ? cfg->series_query.s : "";
     rule->backend.name = cfg->backend.name.set ? cfg->backend.name.s : NULL;
     rule->backend.pos = &cfg->backend.name.pos;
+    rule->max_sample_age_ms = cfg->max_sample_age_ms;
     enum cma_errc rc = cma_naming_compile(cfg, &rule->naming, reterr);
+    if (rc == CMA_OK && rule->max_sample_age_ms > 0) /* see cma_rule.age_query */
+        rc = cma_template_parse(CMA_RULE_AGE_QUERY, strlen(CMA_RULE_AGE_QUERY), &rule->age_query,
+                                reterr);
     if (rc == CMA_OK)
         rc = cma_resmap_compile(&cfg->resources, &rule->resmap, reterr);
     if (rc == CMA_OK)
@@ -314,6 +323,7 @@ void cma_ruleset_free(struct cma_ruleset *rs)
             cma_naming_free(lists[l][i].naming);
             cma_resmap_free(lists[l][i].resmap);
             cma_template_free(lists[l][i].metrics_query);
+            cma_template_free(lists[l][i].age_query);
             free(lists[l][i].problem);
         }
         free(lists[l]);

@@ -8,6 +8,7 @@ backend blocks neither health probes, nor discovery documents, nor other request
 
 Usage:
   slow_backend.py --series-body FILE [--sleep 30] [--port 0] [--port-file F] [--request-log LOG.jsonl]
+                  [--notice-close]
 
 Serves (GET or POST, HTTP/1.1 keep-alive):
   /api/v1/series   at once: the canned Prometheus answer in FILE (e.g. recorded from a real
@@ -18,12 +19,17 @@ Serves (GET or POST, HTTP/1.1 keep-alive):
   anything else    404 text/plain
 Every request is appended to --request-log as one JSON line (time, method, path, phase "start" or
 "end"), so a test can see what reached the backend and in which order.
+With --notice-close a sleeping query also watches its connection, as Prometheus does (a closed
+connection cancels the query's context): when the client closes it, the query stops at once, leaves
+/debug/in-flight and logs phase "closed" instead of answering.
 """
 
 import argparse
 import json
 import os
+import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -62,10 +68,15 @@ class Handler(BaseHTTPRequestHandler):
                 srv.in_flight += 1
                 srv.started += 1
             try:
-                srv.stopping.wait(srv.sleep_s)
+                closed = self._sleep()
             finally:
                 with srv.lock:
                     srv.in_flight -= 1
+            if closed:
+                srv.log_line({"time": time.time(), "method": self.command, "path": path,
+                              "phase": "closed"})
+                self.close_connection = True
+                return
             try:
                 self._reply(200, "application/json", EMPTY_VECTOR)
             except OSError:  # the client gave up long ago
@@ -77,6 +88,28 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._reply(404, "text/plain; charset=utf-8", b"404 page not found\n")
         srv.log_line({"time": time.time(), "method": self.command, "path": path, "phase": "end"})
+
+    def _client_closed(self):
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def _sleep(self):
+        """Sleeps --sleep seconds; True when --notice-close saw the client close first."""
+        srv = self.server
+        if not srv.notice_close:
+            srv.stopping.wait(srv.sleep_s)
+            return False
+        end = time.monotonic() + srv.sleep_s
+        while not srv.stopping.is_set() and time.monotonic() < end:
+            if self._client_closed():
+                return True
+            srv.stopping.wait(0.05)
+        return False
 
     def do_GET(self):
         self._handle()
@@ -97,6 +130,7 @@ class Server(ThreadingHTTPServer):
         self.stopping = threading.Event()
         self.in_flight = 0
         self.started = 0
+        self.notice_close = False
 
     def log_line(self, entry):
         if not self.request_log:
@@ -113,12 +147,15 @@ def main(argv):
     parser.add_argument("--port", type=int, default=0, help="0 = let the OS choose")
     parser.add_argument("--port-file", help="write the port here once listening")
     parser.add_argument("--request-log", help="JSONL request log (appended)")
+    parser.add_argument("--notice-close", action="store_true",
+                        help="stop a sleeping query when its client closes the connection")
     args = parser.parse_args(argv)
     with open(args.series_body, "rb") as f:
         series_body = f.read()
     json.loads(series_body)  # fail early on a broken canned body
 
     server = Server((args.bind, args.port), series_body, args.sleep, args.request_log)
+    server.notice_close = args.notice_close
     port = server.server_address[1]
     if args.port_file:
         tmp = args.port_file + ".tmp"

@@ -239,7 +239,7 @@ static enum cma_errc query_as(struct fixture *f, const char *promql, int64_t tim
 {
     char id[128];
     struct cma_keep filter = {keep_pods, (void *)pods,
-                              named && pods ? pods_id(pods, id, sizeof(id)) : NULL};
+                              named && pods ? pods_id(pods, id, sizeof(id)) : NULL, NULL};
     return cma_backend_query(&f->backend, promql, time_ms, pods ? &filter : NULL, ret, err);
 }
 

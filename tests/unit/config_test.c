@@ -657,7 +657,7 @@ static void test_cma_config_load_string__unknown_keys(void **state)
                "resourceRules, backends)");
     load_fails("rules:\n- seriesquery: up\n", CMA_ERR_CONFIG_KEY,
                "cfg.yaml:2:3: unknown key \"seriesquery\" (allowed: seriesQuery, seriesFilters, "
-               "resources, name, metricsQuery, backend)");
+               "resources, name, metricsQuery, backend, maxSampleAge)");
     load_fails("rules:\n- resources:\n    overide: {}\n", CMA_ERR_CONFIG_KEY,
                "cfg.yaml:3:5: unknown key \"overide\" (allowed: overrides, template, namespaced)");
     load_fails("rules:\n- name:\n    match: x\n", CMA_ERR_CONFIG_KEY,
@@ -1024,7 +1024,7 @@ static void test_cma_config_load_paths__directory(void **state)
     free(write_file(sub, "40-bad.yaml", "rules:\n- seriesQuery: x\n  bogus: 1\n"));
     paths_fail(paths, 1, dir, CMA_ERR_CONFIG_KEY,
                "D/conf.d/40-bad.yaml:3:3: unknown key \"bogus\" (allowed: seriesQuery, "
-               "seriesFilters, resources, name, metricsQuery, backend)");
+               "seriesFilters, resources, name, metricsQuery, backend, maxSampleAge)");
     /* a directory without rule files */
     const char *empty[] = {link};
     paths_fail(empty, 1, dir, CMA_ERR_CONFIG_IO,
@@ -1259,6 +1259,48 @@ static void test_cma_config_load_paths__backends(void **state)
     remove_tree(dir);
 }
 
+/* maxSampleAge (this project's extension): a positive Go duration on rules and externalRules,
+ * with its position; anything else is refused where it is written; resourceRules says why it
+ * has none. */
+static void test_cma_config_load_string__max_sample_age(void **state)
+{
+    (void)state;
+    static const char yaml[] = "rules:\n"
+                               "- {seriesQuery: a, maxSampleAge: 1m30s}\n"
+                               "- {seriesQuery: b}\n"
+                               "externalRules:\n"
+                               "- seriesQuery: c\n"
+                               "  maxSampleAge: 1.5s\n";
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_config *cfg = NULL;
+    assert_int_equal(cma_config_load_string("cfg.yaml", yaml, strlen(yaml), &cfg, &err), CMA_OK);
+    assert_int_equal(cfg->rules[0].max_sample_age_ms, 90000);
+    assert_str(&cfg->rules[0].max_sample_age, "1m30s");
+    assert_int_equal(cfg->rules[0].max_sample_age.pos.line, 2);
+    assert_int_equal(cfg->rules[0].max_sample_age.pos.column, 34);
+    assert_int_equal(cfg->rules[1].max_sample_age_ms, 0);
+    assert_false(cfg->rules[1].max_sample_age.set);
+    assert_int_equal(cfg->external_rules[0].max_sample_age_ms, 1500);
+    cma_config_free(cfg);
+    static const char *const bad[] = {"2", "-1m", "0", "0s", "1x", "", "1m 30s", "10us"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[128], want[256];
+        snprintf(text, sizeof(text), "rules:\n- {seriesQuery: a, maxSampleAge: '%s'}\n", bad[i]);
+        snprintf(want, sizeof(want),
+                 "cfg.yaml:2:34: maxSampleAge \"%s\": want a positive Go duration of at least "
+                 "1ms (90s, 2m, 1h30m)",
+                 bad[i]);
+        load_fails(text, CMA_ERR_CONFIG_VALUE, want);
+    }
+    load_fails("rules:\n- {seriesQuery: a, maxSampleAge: [1m]}\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:34: expected a string for maxSampleAge, got a list");
+    load_fails("resourceRules:\n  window: 1m\n  maxSampleAge: 2m\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:3:3: maxSampleAge is not supported in resourceRules: containerQuery and "
+               "nodeQuery name their metrics themselves (no .Series), so the adapter cannot "
+               "measure the data's age; leave it out");
+}
+
 static void test_cma_config_load_string__backend_errors(void **state)
 {
     (void)state;
@@ -1349,6 +1391,7 @@ int main(void)
         cmocka_unit_test(test_cma_config_load_paths__same_external_metric_from_two_files),
         cmocka_unit_test(test_cma_config_load_paths__backends),
         cmocka_unit_test(test_cma_config_load_string__backend_errors),
+        cmocka_unit_test(test_cma_config_load_string__max_sample_age),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,6 +70,7 @@ static void test_cma_options_parse__defaults(void **state)
     assert_int_equal(o->prometheus_timeout_ms, 10000);
     assert_int_equal(o->prometheus_connect_timeout_ms, 3000);
     assert_int_equal(o->prometheus_max_response_bytes, 67108864);
+    assert_int_equal(o->prometheus_max_concurrent_queries, 8);
     assert_string_equal(o->bind_address, "0.0.0.0");
     assert_int_equal(o->secure_port, 6443);
     assert_string_equal(o->cert_dir, "apiserver.local.config/certificates");
@@ -541,7 +542,7 @@ static void test_cma_options_print_help__lists_flags_with_defaults(void **state)
             fail_msg("%s is missing from --help", needle);
         n_flags++;
     }
-    assert_int_equal(n_flags, 67);
+    assert_int_equal(n_flags, 69);
     /* every upstream flag marked implemented is one of them, under the same name */
     for (size_t i = 0; i < cma_compat_flag_count(); i++) {
         const struct cma_compat_flag *f = cma_compat_flag_at(i);

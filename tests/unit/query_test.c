@@ -6,10 +6,12 @@
  * label wins); .GroupBy and .GroupBySlice are the resource label plus extra labels; external
  * requests have no resource; label names come from overrides or resources.template. And every
  * error: gt/lt selectors, no namespaces resource, no label for the resource, an empty render,
- * a template execution error. Rules are compiled from YAML text, templates parsed here; the
+ * a template execution error. cma_query_build_bounded: the wide form past a backend's limit.
+ * Rules are compiled from YAML text, templates parsed here; the
  * RESTMapper is testlib.h's hand-written resource list. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -326,6 +328,81 @@ static void test_cma_query_build__no_namespaces_resource(void **state)
     cma_restmapper_unref(m);
 }
 
+/* Renders in->tmpl held to max bytes after `prefix` (already in the buffer); compares the PromQL
+ * and whether it took the wide form. */
+static void bounded(const struct cma_query_input *in, size_t max, const char *prefix,
+                    const char *want, bool want_wide)
+{
+    struct cma_buf q, label;
+    cma_buf_init(&q, 0);
+    cma_buf_init(&label, 0);
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_buf_appends(&q, prefix), CMA_OK);
+    bool wide = !want_wide;
+    assert_int_equal(cma_query_build_bounded(in, max, &q, &label, &wide, &err), CMA_OK);
+    assert_string_equal(cma_buf_str(&q), want);
+    assert_string_equal(cma_buf_str(&label), "pod");
+    assert_int_equal(wide, want_wide);
+    cma_buf_done(&q);
+    cma_buf_done(&label);
+}
+
+/* Past the backend's limit the names go (the resource label only has to be set, =~".+", in
+ * .LabelMatchers and .LabelValuesByName); at the limit, with one name, or with no limit, the
+ * query is exactly cma_query_build's; only what the call appends is measured. */
+static void test_cma_query_build_bounded__wide_past_the_limit(void **state)
+{
+    struct fixture *fx = *state;
+    struct cma_template *t = parse("sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)");
+    enum { N = 200 };
+    static char bufs[N][16];
+    const char *names[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(bufs[i], sizeof(bufs[i]), "pod-%04d", i);
+        names[i] = bufs[i];
+    }
+    struct cma_query_input in = pods_input(fx, t, "ml", names, N);
+    struct cma_buf named;
+    cma_buf_init(&named, 0);
+    struct cma_err err;
+    assert_int_equal(cma_query_build(&in, &named, NULL, &err), CMA_OK);
+    size_t len = named.len; /* 200 names of 8 bytes, '|' between them, and the rest */
+    assert_true(len > N * 9);
+    const char *wide = "sum(gpu_util{namespace=\"ml\",pod=~\".+\"}) by (pod)";
+    bounded(&in, 0, "", cma_buf_str(&named), false);
+    bounded(&in, len, "", cma_buf_str(&named), false);
+    bounded(&in, len - 1, "", wide, true);
+    bounded(&in, 1000, "max by (pod) (",
+            "max by (pod) (sum(gpu_util{namespace=\"ml\",pod=~\".+\"}) "
+            "by (pod)",
+            true);
+    /* a prefix does not count against the limit: only what the call appends */
+    struct cma_buf with_prefix;
+    cma_buf_init(&with_prefix, 0);
+    assert_int_equal(cma_buf_appends(&with_prefix, "max by (pod) ("), CMA_OK);
+    assert_int_equal(cma_buf_append(&with_prefix, named.ptr, named.len), CMA_OK);
+    bounded(&in, len, "max by (pod) (", cma_buf_str(&with_prefix), false);
+    /* one name is never dropped (nothing to gain): the backend refuses it if it is too long */
+    in.n_names = 1;
+    bounded(&in, 10, "", "sum(gpu_util{namespace=\"ml\",pod=\"pod-0000\"}) by (pod)", false);
+    /* LabelValuesByName follows, and the age template renders the same way */
+    in.n_names = N;
+    struct cma_template *byname =
+        parse("x{pod=~\"<<index .LabelValuesByName \"pod\">>\",namespace=\"<<index "
+              ".LabelValuesByName \"namespace\">>\"}");
+    in.tmpl = byname;
+    bounded(&in, 100, "", "x{pod=~\".+\",namespace=\"ml\"}", true);
+    struct cma_template *age = parse(CMA_RULE_AGE_QUERY);
+    in.tmpl = age;
+    bounded(&in, 100, "", "timestamp(gpu_util{namespace=\"ml\",pod=~\".+\"})", true);
+    cma_template_free(age);
+    cma_template_free(byname);
+    cma_buf_done(&with_prefix);
+    cma_buf_done(&named);
+    cma_template_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_cma_query_build__resources_template_labels),
         cmocka_unit_test(test_cma_query_build__errors),
         cmocka_unit_test(test_cma_query_build__no_namespaces_resource),
+        cmocka_unit_test(test_cma_query_build_bounded__wide_past_the_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -392,8 +392,13 @@ static void test_cma_ruleset_bind_backends__by_name(void **state)
     /* the table in another order than the config's backends: binding is by name */
     const char *names[] = {NULL, "apps", "gpu"};
     struct cma_backend table[3] = {0};
-    assert_int_equal(cma_ruleset_bind_backends(rs, names, table, 3, &err), CMA_OK);
+    const size_t limits[3] = {16384, 300, 0}; /* each backend's query-length limit */
+    assert_int_equal(cma_ruleset_bind_backends(rs, names, table, limits, 3, &err), CMA_OK);
     assert_int_equal(rs->rules[0].backend.index, 0);
+    assert_int_equal(rs->rules[0].backend.max_query_bytes, 16384);
+    assert_int_equal(rs->rules[1].backend.max_query_bytes, 300);
+    assert_int_equal(rs->external_rules[0].backend.max_query_bytes, 0);
+    assert_int_equal(rs->resource_backend.max_query_bytes, 0);
     assert_ptr_equal(rs->rules[0].backend.queries, &table[0]);
     assert_int_equal(rs->rules[1].backend.index, 1);
     assert_ptr_equal(rs->rules[1].backend.queries, &table[1]);
@@ -404,12 +409,39 @@ static void test_cma_ruleset_bind_backends__by_name(void **state)
     /* a table without "apps": refused at the rule naming it */
     const char *fewer[] = {NULL, "gpu"};
     cma_err_clear(&err);
-    assert_int_equal(cma_ruleset_bind_backends(rs, fewer, table, 2, &err), CMA_ERR_CONFIG_VALUE);
+    assert_int_equal(cma_ruleset_bind_backends(rs, fewer, table, NULL, 2, &err),
+                     CMA_ERR_CONFIG_VALUE);
     char out[512];
     cma_err_format_pos(&err, out, sizeof(out));
     assert_string_equal(out, "t.yaml:6:84: backend \"apps\" is not one of the backends this "
                              "process started with: backends are created at start-up, restart "
                              "to add one");
+    cma_ruleset_free(rs);
+    cma_config_free(cfg);
+}
+
+/* maxSampleAge: carried in the compiled rule, with the age template only when it is set. */
+static void test_cma_ruleset_compile__max_sample_age(void **state)
+{
+    (void)state;
+    static const char yaml[] =
+        "rules:\n"
+        "- {seriesQuery: a, metricsQuery: x, resources: {template: <<.Resource>>}, "
+        "maxSampleAge: 1m30s}\n"
+        "- {seriesQuery: b, metricsQuery: x, resources: {template: <<.Resource>>}}\n"
+        "externalRules:\n"
+        "- {seriesQuery: c, metricsQuery: x, resources: {namespaced: false}, maxSampleAge: "
+        "500ms}\n";
+    struct cma_config *cfg = NULL;
+    struct cma_err err;
+    struct cma_ruleset *rs = compile(yaml, &cfg, &err);
+    assert_non_null(rs);
+    assert_int_equal(rs->rules[0].max_sample_age_ms, 90000);
+    assert_non_null(rs->rules[0].age_query);
+    assert_int_equal(rs->rules[1].max_sample_age_ms, 0);
+    assert_null(rs->rules[1].age_query);
+    assert_int_equal(rs->external_rules[0].max_sample_age_ms, 500);
+    assert_non_null(rs->external_rules[0].age_query);
     cma_ruleset_free(rs);
     cma_config_free(cfg);
 }
@@ -425,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_cma_ruleset_compile__upstream_loads_with_warnings),
         cmocka_unit_test(test_config_errors__every_case),
         cmocka_unit_test(test_cma_ruleset_bind_backends__by_name),
+        cmocka_unit_test(test_cma_ruleset_compile__max_sample_age),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
