@@ -683,6 +683,13 @@ static bool split_commas(const char *text, struct auth_lists *l)
 /* Delegated authentication/authorization (unless --insecure-disable-auth), and the union of the
  * requestheader and client CAs written into the cert dir for the server's CertificateRequest
  * (rt->client_ca_union, "" when there is none). */
+/* What the auth layer decided on its own (cma_auth_options.on_event): a warning line. */
+static void log_auth_event(void *ctx, const char *what, const struct cma_err *err)
+{
+    (void)ctx;
+    cma_log_warn("%s: %s", what, err->msg);
+}
+
 static int start_auth(struct runtime *rt)
 {
     struct cma_err err;
@@ -732,6 +739,7 @@ static int start_auth(struct runtime *rt)
         .authn_kube = rt->authn_kube ? rt->authn_kube : rt->kube,
         .authz_kube = rt->authz_kube ? rt->authz_kube : rt->kube,
         .metrics = rt->metrics,
+        .on_event = log_auth_event,
     };
     if (cma_auth_new(&ao, &rt->auth, &err) != CMA_OK) {
         log_err("delegated authentication", &err);

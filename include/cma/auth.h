@@ -43,6 +43,13 @@ struct cma_auth_options {
     /* custom_metrics_adapter_authentication_attempts_total, ..._authorization_decisions_total,
      * ..._auth_cache_requests_total are recorded here; NULL = not measured. Borrowed. */
     struct cma_metrics *metrics;
+    /* What the auth layer decides with no caller to answer (the deciding layer logs it): a failed
+     * re-read of the authentication ConfigMap, the current config kept ("authentication config:
+     * keeping the current one"), and going on without it under
+     * --authentication-tolerate-lookup-failure. NULL: not reported. Called from the refresher
+     * thread or from cma_auth_new(). */
+    void (*on_event)(void *ctx, const char *what, const struct cma_err *err);
+    void *on_event_ctx;
 };
 
 struct cma_user_extra {

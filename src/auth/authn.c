@@ -22,7 +22,6 @@
 #include "auth_internal.h"
 #include "cma/clock.h"
 #include "cma/kube.h"
-#include "cma/log.h"
 #include "cma/metrics.h"
 #include "cma/server.h"
 #include "cma/str.h"
@@ -442,8 +441,9 @@ static void *refresher_main(void *arg)
         pthread_mutex_unlock(&a->stop_lock);
         struct cma_err err;
         cma_err_clear(&err);
-        if (cma_auth_refresh(a, &err) != CMA_OK)
-            cma_log_warn("authentication config: keeping the current one: %s", err.msg);
+        if (cma_auth_refresh(a, &err) != CMA_OK && a->opts.on_event)
+            a->opts.on_event(a->opts.on_event_ctx, "authentication config: keeping the current one",
+                             &err);
         pthread_mutex_lock(&a->stop_lock);
     }
     pthread_mutex_unlock(&a->stop_lock);
@@ -505,9 +505,11 @@ enum cma_errc cma_auth_new(const struct cma_auth_options *o, struct cma_auth **r
     cma_err_clear(&err);
     enum cma_errc rc = cma_auth_refresh(a, &err);
     if (rc != CMA_OK && needs_lookup(o) && o->tolerate_lookup_failure) {
-        cma_log_warn("authentication config lookup failed, continuing without it "
-                     "(--authentication-tolerate-lookup-failure): %s",
-                     err.msg);
+        if (o->on_event)
+            o->on_event(o->on_event_ctx,
+                        "authentication config lookup failed, continuing without it "
+                        "(--authentication-tolerate-lookup-failure)",
+                        &err);
         struct auth_snapshot *s = NULL;
         rc = snapshot_build(o, NULL, &s, &err);
         if (rc == CMA_OK)

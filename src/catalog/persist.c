@@ -450,11 +450,10 @@ static char *unescape(const struct field *f, bool *bad_escape)
         if (c != '%' && needs_escape(c))
             goto bad;
         if (c == '%') {
-            int hi = i + 2 < f->len ? cma_hex_digit(f->p[i + 1]) : -1;
-            int lo = hi >= 0 ? cma_hex_digit(f->p[i + 2]) : -1;
-            if (lo < 0 || (hi == 0 && lo == 0))
+            int b = cma_percent_escape(f->p, f->len, i);
+            if (b <= 0) /* a bad escape, or an escaped NUL */
                 goto bad;
-            c = (unsigned char)(hi * 16 + lo);
+            c = (unsigned char)b;
             i += 2;
         }
         out[n++] = (char)c;

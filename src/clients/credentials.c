@@ -46,6 +46,7 @@
 #include <openssl/x509.h>
 
 #include "cma/buf.h"
+#include "cma/hash.h"
 #include "cma/str.h"
 #include "internal.h"
 
@@ -326,10 +327,7 @@ static void item_done(struct item *it)
 
 static uint64_t fnv1a(const unsigned char *p, size_t len)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ p[i]) * 1099511628211ULL;
-    return h | 1; /* never 0: 0 means "nothing refused yet" */
+    return cma_hash_bytes(CMA_HASH_FNV_OFFSET, p, len) | 1; /* never 0: "nothing refused yet" */
 }
 
 static bool sig_eq(const struct sig *a, const struct sig *b)

@@ -104,6 +104,7 @@
 #include "cma/arena.h"
 #include "cma/backend.h"
 #include "cma/clock.h"
+#include "cma/credentials.h"
 #include "cma/log.h"
 #include "cma/router.h"
 #include "cma/str.h"
@@ -541,33 +542,14 @@ static void free_pair(struct tls_pair *p)
     }
 }
 
-/* SHA-256 key ID of a public key; false when GnuTLS cannot compute it. */
-static bool key_id(gnutls_pubkey_t pub, unsigned char *out, size_t *len)
-{
-    return gnutls_pubkey_get_key_id(pub, GNUTLS_KEYID_USE_SHA256, out, len) == GNUTLS_E_SUCCESS;
-}
-
-/* True when `key` is the private half of the leaf certificate's public key. */
-static bool key_matches_leaf(gnutls_privkey_t key, const gnutls_pcert_st *leaf)
-{
-    gnutls_pubkey_t pub;
-    if (gnutls_pubkey_init(&pub) != GNUTLS_E_SUCCESS)
-        return false;
-    unsigned char a[64];
-    unsigned char b[64];
-    size_t a_len = sizeof a;
-    size_t b_len = sizeof b;
-    bool ok = gnutls_pubkey_import_privkey(pub, key, 0, 0) == GNUTLS_E_SUCCESS &&
-              key_id(pub, a, &a_len) && key_id(leaf->pubkey, b, &b_len) && a_len == b_len &&
-              memcmp(a, b, a_len) == 0;
-    gnutls_pubkey_deinit(pub);
-    return ok;
-}
-
-/* Parses PEM text into a pair; the key must match the first certificate. */
+/* Parses PEM text into a pair for GnuTLS, once the project's one TLS material check
+ * (credentials.c: parses, key matches the first certificate) has accepted it. */
 static enum cma_errc parse_pair(const char *cert_pem, size_t cert_len, const char *key_pem,
                                 size_t key_len, struct tls_pair **ret, struct cma_err *reterr)
 {
+    enum cma_errc rc = cma_creds_check_pair(cert_pem, cert_len, key_pem, key_len, reterr);
+    if (rc != CMA_OK)
+        return rc;
     struct tls_pair *p = calloc(1, sizeof *p);
     if (!p)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
@@ -588,10 +570,6 @@ static enum cma_errc parse_pair(const char *cert_pem, size_t cert_len, const cha
         free_pair(p);
         return cma_err_set(reterr, CMA_ERR_TLS, "cannot parse the private key: %s",
                            gnutls_strerror(grc));
-    }
-    if (!key_matches_leaf(p->key, &p->pcerts[0])) {
-        free_pair(p);
-        return cma_err_set(reterr, CMA_ERR_TLS, "the private key does not match the certificate");
     }
     *ret = p;
     return CMA_OK;

@@ -26,7 +26,7 @@ static void test_cma_hash_str__reference_vectors(void **state)
 }
 
 struct items {
-    char keys[1000][16];
+    char keys[1000][24];
     size_t n;
     bool collide; /* every item hashes the same */
 };
@@ -51,7 +51,7 @@ static uint64_t item_hash(const void *ctx, size_t index)
 static void fill(struct cma_htab *t, struct items *it, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        char key[16];
+        char key[24];
         snprintf(key, sizeof(key), "k%zu", i);
         assert_int_equal(cma_htab_reserve(t, it->n, item_hash, it), CMA_OK);
         assert_true((it->n + 1) * 2 <= t->cap);
