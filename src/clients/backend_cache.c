@@ -516,6 +516,22 @@ static enum cma_errc direct(const struct wrapped *w, const char *promql, int64_t
     return cma_backend_query(&w->inner, promql, time_ms, keep, ret, reterr);
 }
 
+/* What a caller takes from a finished entry: its own filtered copy, or the entry's error. */
+static enum cma_errc take(const struct wrapped *w, const struct entry *e,
+                          const struct cma_keep *shared_keep, struct cma_prom_result **ret,
+                          struct cma_err *reterr)
+{
+    if (e->rc == CMA_OK)
+        return cma_prom_result_filter(e->result, shared_keep ? shared_keep->fn : NULL,
+                                      shared_keep ? shared_keep->ctx : NULL, ret, reterr);
+    if (e->err)
+        cma_err_copy(reterr, e->err);
+    else
+        cma_err_set(reterr, e->rc, "backend %s: query failed (%s)", cma_backend_name(&w->inner),
+                    cma_errc_meaning(e->rc));
+    return e->rc;
+}
+
 static enum cma_errc cached_query(void *ctx, const char *promql, int64_t time_ms,
                                   const struct cma_keep *keep, struct cma_prom_result **ret,
                                   struct cma_err *reterr)
@@ -537,15 +553,7 @@ static enum cma_errc cached_query(void *ctx, const char *promql, int64_t time_ms
         lead(c, e, lead_keep.fn || lead_keep.call ? &lead_keep : NULL);
     }
     /* e is finished and immutable now; our reference keeps it. */
-    enum cma_errc rc = e->rc;
-    if (rc == CMA_OK)
-        rc = cma_prom_result_filter(e->result, shared_keep ? shared_keep->fn : NULL,
-                                    shared_keep ? shared_keep->ctx : NULL, ret, reterr);
-    else if (e->err)
-        cma_err_copy(reterr, e->err);
-    else
-        cma_err_set(reterr, rc, "backend %s: query failed (%s)", cma_backend_name(&w->inner),
-                    cma_errc_meaning(rc));
+    enum cma_errc rc = take(w, e, shared_keep, ret, reterr);
     release(c, e);
     return rc;
 }
