@@ -154,7 +154,13 @@ static void test_cma_watch__configmap_swap_reloads_the_new_content(void **state)
     snprintf(want, sizeof(want), "a change in %s", dir);
     assert_string_equal(why, want);
     struct cma_watch_status st;
-    cma_watch_get_status(w, &st);
+    /* the status is recorded once the reload function has returned: wait for it (deadline 5 s) */
+    for (int i = 0; i < 500; i++) {
+        cma_watch_get_status(w, &st);
+        if (st.n_reloads >= 1)
+            break;
+        usleep(10000);
+    }
     assert_true(st.n_reloads >= 1);
     assert_int_equal(st.n_failures, 0);
     assert_true(st.last_ok);
