@@ -46,8 +46,12 @@ function(cma_add_fuzzer name)
 endfunction()
 
 # Registers tests/unit/<name>.c as a unit test. Every module declares its test: a declared file
-# that does not exist stops the configure step, naming the file (never a silent skip).
+# that does not exist stops the configure step, naming the file (never a silent skip). A build
+# without tests (CMA_BUILD_TESTS=OFF: the image copies no tests/) declares nothing.
 function(cma_unit_test name)
+  if(NOT CMA_BUILD_TESTS)
+    return()
+  endif()
   set(src ${PROJECT_SOURCE_DIR}/tests/unit/${name}.c)
   if(NOT EXISTS ${src})
     message(FATAL_ERROR "cma_unit_test(${name}): ${src} does not exist "
