@@ -64,6 +64,7 @@ for p in /healthz '/readyz?verbose' /livez /version /openapi/v2 /apis /apis/cust
 done
 
 stop_prometheus
+sleep 6 # answers from before the outage may be served until --metrics-cache-ttl (5s) has passed
 adapter_fetch "$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert"
 t_eq "503 with the backend down" 503 "$R_STATUS"
 t_ok "a failed relist keeps the previous catalog" wait_adapter_log 'keeping the previous catalog' 60
