@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # test_backend_auth.sh: --prometheus-auth-config and --prometheus-auth-incluster against real TLS gateways (Debian's nginx in front of a real Prometheus, certificates made here with openssl), each checking one credential: a client certificate (ssl_verify_client), basic auth (auth_basic, htpasswd from `openssl passwd -apr1`), a bearer token, and a bearer token plus an X-Scope-OrgID header. Every kubeconfig form is served through its gateway with the values of the generated data (CA file and certificate-authority-data, client certificate/key files and *-data, token and tokenFile, username/password, insecure-skip-tls-verify); a missing or wrong credential gives a Status that says why while the adapter keeps running. In-cluster auth runs the adapter in a private mount namespace whose /var/run/secrets/kubernetes.io/serviceaccount is a bind-mounted temp dir. Broken TLS material (missing, a directory, garbage, a key that does not match) in flags, kubeconfigs and ca.crt stops the adapter at start, naming the flag or kubeconfig field, the path and the reason.
-# asan: yes
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh

@@ -4,8 +4,10 @@
 # answers served by tests/lib/replay_prometheus.py (it stands in for Prometheus and refuses any
 # query the case did not record, so a changed PromQL fails the case and shows it), the fake
 # kube-apiserver (recorded fixtures plus the case's pods.json), the case's request, and its
-# expected status and body compared semantically (tests/cases/compare.py). One adapter per case.
-# Prints one ok/FAIL line per case, with the diff and the adapter's last log lines on failure.
+# expected status and body compared semantically (tests/cases/compare.py). One adapter per case,
+# CASE_JOBS (3) cases at a time, each with its own log; the fake kube-apiservers are shared.
+# Prints one ok/FAIL line per case, in case order, with the diff and the adapter's last log lines
+# on failure.
 # Usage: tests/e2e/test_cases.sh [CASE...]   (default: every case)
 # asan: yes
 # shellcheck disable=SC2119 # stop_adapter is called without its optional argument
@@ -68,7 +70,35 @@ run_case() {
 }
 
 mapfile -t cases <<<"$list"
+# The fake kube-apiservers first, in this shell, so the cases running at once share them.
 for dir in "${cases[@]}"; do
-  run_case "$dir"
+  case_use_kube "$dir" || t_fail "case $(basename "$dir")" "the fake kube-apiserver did not start"
+done
+JOBS=${CASE_JOBS:-3}
+pids=()
+for dir in "${cases[@]}"; do
+  name=$(basename "$dir")
+  (
+    T_PASS=0 T_FAIL=0
+    CMA_ADAPTER_LOG="$CMA_TMP/adapter-$name.log" run_case "$dir"
+  ) >"$CMA_TMP/result-$name" 2>&1 &
+  pids+=($!)
+  if [ ${#pids[@]} -ge "$JOBS" ]; then
+    wait "${pids[0]}"
+    pids=("${pids[@]:1}")
+  fi
+done
+for p in "${pids[@]}"; do
+  wait "$p"
+done
+for dir in "${cases[@]}"; do # each case's result, in case order, counted here
+  name=$(basename "$dir")
+  cat "$CMA_TMP/result-$name"
+  if grep -qx "ok   case $name" "$CMA_TMP/result-$name"; then
+    T_PASS=$((T_PASS + 1))
+  else
+    T_FAIL=$((T_FAIL + 1))
+    T_FAILED+=("case $name")
+  fi
 done
 t_summary

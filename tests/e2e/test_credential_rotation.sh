@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # test_credential_rotation.sh: every credential file rotated under traffic, without a restart and without one failed request. Two adapters behind Debian's nginx (TLS gateways in front of a real Prometheus, certificates made here with openssl) answer a client loop that requests a per-pod metric from both, continuously. Rotated in turn, each the way it is in a cluster: the kubeconfig's bearer tokenFile (plain rewrite), its client certificate and key (a projected volume: atomic swap of the `..data` symlink), its CA bundle (the gateway's certificate re-issued by a new CA; bundle rewritten in place), the basic-auth password file (projected volume), and the kube client's tokenFile (plain rewrite; the fake kube-apiserver stands in for kube-apiserver's token check). Each time the gateway first accepts the old and the new credential, the file is replaced, then the gateway (`nginx -s reload`) or the fake accepts only the new one: zero failed requests over the whole loop, and requests after each switch succeed, which only the re-read credential allows.
-# asan: yes
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh

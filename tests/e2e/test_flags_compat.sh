@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # test_flags_compat.sh: prometheus-adapter v0.12.0's command line works here unchanged. Every flag it has (its own, klog's through component-base logs, custom-metrics-apiserver's and the generic apiserver's secure serving, delegated authn/authz, audit and feature flags; the list below is written from those sources, independently of src/config/compat.c) is accepted: the implemented ones silently, the others with exactly one "has no effect here" line, a value of the wrong type still failing as in Go's pflag; unknown flags still exit 2. The exact argument lists of the kube-prometheus Deployment (every Go cipher suite name of its --tls-cipher-suites) and of the prometheus-community chart's Deployment (with its leading /adapter) start the adapter against a real Prometheus and the fake kube-apiserver (standing in for kube-apiserver: recorded discovery and objects), with only the cluster paths, the URL and the port pointed at this machine; the served TLS 1.2 cipher suites are exactly the listed ones (openssl s_client). OpenShift's argument list passes --check-config. docs/flags.md's table lists every flag.
-# asan: yes
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh

@@ -8,7 +8,6 @@
 # honor_labels: false Prometheus itself attributes idle GPUs to it: checked that it does); the
 # packs load as a directory and as two --config flags; a third-party rule file merges with a pack;
 # the kubernetes/examples recording rule and adapter config fixtures.
-# asan: yes
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # test_restart.sh: the catalog cache file (--catalog-cache-file) across restarts, with a real Prometheus (synthetic DCGM data) and the fake kube-apiserver: the first relist writes it; the adapter and Prometheus are stopped and the adapter alone restarted: discovery (custom v1beta1/v1beta2, external) answers at once with byte-identical documents although no relist can succeed, metric values answer 503 (nothing made up); a corrupt, a truncated, a foreign file and files from another config or another --metrics-max-age are each ignored with exactly one warning (empty discovery, the adapter keeps running); when Prometheus comes back (with a recording rule that adds a metric) the first relist replaces the loaded catalog and rewrites the file, which the next start loads.
-# asan: yes
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh

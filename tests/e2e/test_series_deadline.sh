@@ -9,7 +9,6 @@
 # --prometheus-timeout), the warning says the previous catalog is kept, discovery and metric
 # values keep being served from it, each relist makes exactly one series call, and once the
 # backend answers again the next relist succeeds.
-# asan: yes
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh

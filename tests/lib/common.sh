@@ -340,7 +340,8 @@ cma_adapter_bin() {
 
 # start_adapter CONFIG [EXTRA_FLAGS...]: starts the adapter (wrapped by $CMA_WRAPPER if set) on a
 # free port with a self-generated serving certificate, pointed at $PROM_URL and $KUBE_KUBECONFIG
-# (each only when set), logging to $CMA_TMP/adapter.log (appended), and waits for /healthz.
+# (each only when set), logging to $CMA_TMP/adapter.log or $CMA_ADAPTER_LOG (appended), and
+# waits for /healthz.
 # Exports ADAPTER_URL, ADAPTER_PID, ADAPTER_CA, ADAPTER_KUBECONFIG, ADAPTER_LOG. ADAPTER_KUBECONFIG
 # carries no credential (see the comment in it), so kubectl's requests are anonymous.
 start_adapter() {
@@ -353,7 +354,7 @@ start_adapter() {
   fi
   certdir="$CMA_TMP/adapter-certs"
   mkdir -p "$certdir"
-  ADAPTER_LOG="$CMA_TMP/adapter.log"
+  ADAPTER_LOG="${CMA_ADAPTER_LOG:-$CMA_TMP/adapter.log}"
   local base=(--bind-address=127.0.0.1 "--cert-dir=$certdir" "--config=$config"
     "--metrics-relist-interval=${RELIST:-5s}" "--v=${V:-2}")
   [ -n "${PROM_URL:-}" ] && base+=("--prometheus-url=$PROM_URL")
