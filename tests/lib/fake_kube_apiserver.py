@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fake_kube_apiserver.py: stands in for kube-apiserver in the end-to-end tests and the demo, because
 no real kube-apiserver (nor etcd) can run here. Every body it serves is a real recorded response from
-/work/shared/fixtures/kube-apiserver/ (see its README.md), or a pod object cloned from a recorded pod
+../shared/fixtures/kube-apiserver/ (see its README.md), or a pod object cloned from a recorded pod
 with only name/namespace/labels/uid changed (plus nodeName/phase when EXTRA_PODS_JSON asks for them).
 Three things are synthesised and say so where they are built: Node objects (no node was recorded),
 namespaces other than `ml` (cloned from the recorded `ml` Namespace), and empty lists of resource
