@@ -24,6 +24,7 @@
 #include "cma/config.h"
 #include "cma/discovery.h"
 #include "cma/explain.h"
+#include "cma/file.h"
 #include "cma/kube.h"
 #include "cma/objcache.h"
 #include "cma/log.h"
@@ -749,14 +750,11 @@ static int start_auth(struct runtime *rt)
     if (pem && pem[0] && o->cert_dir && *o->cert_dir) {
         snprintf(rt->client_ca_union, sizeof rt->client_ca_union, "%s/client-ca-union.crt",
                  o->cert_dir);
-        FILE *f = fopen(rt->client_ca_union, "w");
-        bool ok = f && fputs(pem, f) >= 0;
-        if (f && fclose(f) != 0)
-            ok = false;
-        if (!ok) {
-            cma_log_warn("cannot write %s: %s; client certificates are requested without a CA "
-                         "list",
-                         rt->client_ca_union, strerror(errno));
+        /* Atomically: adapters sharing a --cert-dir must never read each other's half-written
+         * file (an empty CA list fails the server's start). */
+        cma_err_clear(&err);
+        if (cma_file_replace(rt->client_ca_union, pem, strlen(pem), 0644, &err) != CMA_OK) {
+            cma_log_warn("%s; client certificates are requested without a CA list", err.msg);
             rt->client_ca_union[0] = '\0';
         }
     }

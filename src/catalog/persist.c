@@ -21,7 +21,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +29,7 @@
 #include <unistd.h>
 
 #include "cma/catalog.h"
+#include "cma/file.h"
 #include "cma/kube.h"
 #include "cma/restmapper.h"
 #include "cma/rule.h"
@@ -166,62 +166,6 @@ static enum cma_errc read_file(const char *path, size_t max, char **ret, size_t 
     *ret = data;
     *ret_len = size;
     return CMA_OK;
-}
-
-static enum cma_errc write_all(int fd, const char *data, size_t len, const char *path,
-                               struct cma_err *reterr)
-{
-    while (len) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return cma_err_set(reterr, CMA_ERR_IO, "cannot write %s: %s", path,
-                               n < 0 ? strerror(errno) : "no progress");
-        data += n;
-        len -= (size_t)n;
-    }
-    return CMA_OK;
-}
-
-/* fsync of the directory holding path, so the rename itself is durable. */
-static enum cma_errc sync_dir(const char *path, struct cma_err *reterr)
-{
-    char *copy = strdup(path);
-    if (!copy)
-        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-    const char *dir = dirname(copy);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    enum cma_errc rc = CMA_OK;
-    if (fd < 0 || fsync(fd) != 0)
-        rc = cma_err_set(reterr, CMA_ERR_IO, "cannot sync the directory %s: %s", dir,
-                         strerror(errno));
-    if (fd >= 0)
-        close(fd);
-    free(copy);
-    return rc;
-}
-
-/* Temporary file in the same directory, fsync, rename over path, fsync of the directory. */
-static enum cma_errc write_atomic(const char *path, const char *tmp, const char *data, size_t len,
-                                  struct cma_err *reterr)
-{
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return cma_err_set(reterr, CMA_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-    enum cma_errc rc = write_all(fd, data, len, tmp, reterr);
-    if (rc == CMA_OK && fsync(fd) != 0)
-        rc = cma_err_set(reterr, CMA_ERR_IO, "cannot sync %s: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && rc == CMA_OK)
-        rc = cma_err_set(reterr, CMA_ERR_IO, "cannot close %s: %s", tmp, strerror(errno));
-    if (rc == CMA_OK && rename(tmp, path) != 0)
-        rc = cma_err_set(reterr, CMA_ERR_IO, "cannot rename %s to %s: %s", tmp, path,
-                         strerror(errno));
-    if (rc != CMA_OK) {
-        unlink(tmp);
-        return rc;
-    }
-    return sync_dir(path, reterr);
 }
 
 /* ---- fingerprint ---- */
@@ -727,7 +671,6 @@ enum cma_errc cma_persist_decode(const char *name, const char *data, size_t len,
 
 struct cma_persist {
     char *path;
-    char *tmp_path;
     uint8_t fingerprint[CMA_PERSIST_FINGERPRINT_LEN];
     uint8_t last_records[CMA_PERSIST_FINGERPRINT_LEN]; /* SHA-256 of the records last written */
     bool have_last;
@@ -740,9 +683,7 @@ enum cma_errc cma_persist_new(const char *path,
     struct cma_persist *p = calloc(1, sizeof(*p));
     if (p)
         p->path = strdup(path);
-    if (p && p->path && asprintf(&p->tmp_path, "%s.tmp", path) < 0)
-        p->tmp_path = NULL;
-    if (!p || !p->path || !p->tmp_path) {
+    if (!p || !p->path) {
         cma_persist_free(p);
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     }
@@ -756,7 +697,6 @@ void cma_persist_free(struct cma_persist *p)
     if (!p)
         return;
     free(p->path);
-    free(p->tmp_path);
     free(p);
 }
 
@@ -813,7 +753,7 @@ enum cma_errc cma_persist_save(struct cma_persist *p, const struct cma_catalog *
     if (rc == CMA_OK && !unchanged)
         rc = encode_file(c, p->fingerprint, &records, &file, reterr);
     if (rc == CMA_OK && !unchanged)
-        rc = write_atomic(p->path, p->tmp_path, file.ptr, file.len, reterr);
+        rc = cma_file_replace(p->path, file.ptr, file.len, 0600, reterr);
     if (rc == CMA_OK && !unchanged) {
         memcpy(p->last_records, digest, sizeof(digest));
         p->have_last = true;

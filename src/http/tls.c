@@ -39,6 +39,7 @@
 #include <openssl/x509v3.h>
 
 #include "cma/credentials.h"
+#include "cma/file.h"
 
 #define CERT_NAME "apiserver.crt"
 #define KEY_NAME "apiserver.key"
@@ -150,55 +151,26 @@ static bool is_readable_file(const char *path)
 
 enum pem_kind { PEM_KEY, PEM_CERTS };
 
-/* Writes `final_path` atomically with the given mode: the key, or the certificates in order. */
+/* Writes `final_path` atomically with the given mode (file.h): the key, or the certificates in
+ * order, encoded in memory first. */
 static enum cma_errc write_pem_atomic(const char *final_path, mode_t mode, enum pem_kind kind,
                                       EVP_PKEY *key, X509 *const *certs, size_t n_certs,
                                       struct cma_err *reterr)
 {
-    size_t len = strlen(final_path);
-    char *tmp = malloc(len + sizeof ".tmp.XXXXXX");
-    if (!tmp)
-        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-    memcpy(tmp, final_path, len);
-    memcpy(tmp + len, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-    int fd = mkstemp(tmp); /* created with mode 0600 */
-    if (fd < 0) {
-        enum cma_errc rc =
-            cma_err_set(reterr, CMA_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-        free(tmp);
-        return rc;
-    }
-    enum cma_errc rc = CMA_OK;
-    FILE *f = NULL;
-    if (fchmod(fd, mode) != 0) {
-        rc = cma_err_set(reterr, CMA_ERR_IO, "cannot chmod %s: %s", tmp, strerror(errno));
-        close(fd);
-        goto out;
-    }
-    f = fdopen(fd, "w");
-    if (!f) {
-        rc = cma_err_set(reterr, CMA_ERR_IO, "cannot open %s: %s", tmp, strerror(errno));
-        close(fd);
-        goto out;
-    }
+    BIO *mem = BIO_new(BIO_s_mem());
+    if (!mem)
+        return tls_fail(reterr, "cannot encode %s", final_path);
     bool ok = true;
     if (kind == PEM_KEY)
-        ok = PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL) == 1;
+        ok = PEM_write_bio_PrivateKey(mem, key, NULL, NULL, 0, NULL, NULL) == 1;
     for (size_t i = 0; kind == PEM_CERTS && ok && i < n_certs; i++)
-        ok = PEM_write_X509(f, certs[i]) == 1;
-    if (!ok)
-        rc = tls_fail(reterr, "cannot encode %s", final_path);
-    if (rc == CMA_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        rc = cma_err_set(reterr, CMA_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    if (fclose(f) != 0 && rc == CMA_OK)
-        rc = cma_err_set(reterr, CMA_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    if (rc == CMA_OK && rename(tmp, final_path) != 0)
-        rc = cma_err_set(reterr, CMA_ERR_IO, "cannot rename %s to %s: %s", tmp, final_path,
-                         strerror(errno));
-out:
-    if (rc != CMA_OK)
-        unlink(tmp);
-    free(tmp);
+        ok = PEM_write_bio_X509(mem, certs[i]) == 1;
+    char *data = NULL;
+    long len = ok ? BIO_get_mem_data(mem, &data) : -1;
+    enum cma_errc rc = len < 0 || !data
+                           ? tls_fail(reterr, "cannot encode %s", final_path)
+                           : cma_file_replace(final_path, data, (size_t)len, mode, reterr);
+    BIO_free(mem); /* OpenSSL clears a memory BIO's buffer as it frees it (BUF_MEM_free) */
     return rc;
 }
 

@@ -339,7 +339,8 @@ cma_adapter_bin() {
 }
 
 # start_adapter CONFIG [EXTRA_FLAGS...]: starts the adapter (wrapped by $CMA_WRAPPER if set) on a
-# free port with a self-generated serving certificate, pointed at $PROM_URL and $KUBE_KUBECONFIG
+# free port with a self-generated serving certificate (in $CMA_CERT_DIR, default
+# $CMA_TMP/adapter-certs), pointed at $PROM_URL and $KUBE_KUBECONFIG
 # (each only when set), logging to $CMA_TMP/adapter.log or $CMA_ADAPTER_LOG (appended), and
 # waits for /healthz.
 # Exports ADAPTER_URL, ADAPTER_PID, ADAPTER_CA, ADAPTER_KUBECONFIG, ADAPTER_LOG. ADAPTER_KUBECONFIG
@@ -352,7 +353,7 @@ start_adapter() {
     cma_log "start_adapter: $bin is not built"
     return 1
   fi
-  certdir="$CMA_TMP/adapter-certs"
+  certdir="${CMA_CERT_DIR:-$CMA_TMP/adapter-certs}"
   mkdir -p "$certdir"
   ADAPTER_LOG="${CMA_ADAPTER_LOG:-$CMA_TMP/adapter.log}"
   local base=(--bind-address=127.0.0.1 "--cert-dir=$certdir" "--config=$config"
