@@ -1,5 +1,6 @@
-/* auth_internal.h: what authn.c and authz.c share: the struct cma_auth (owned by authn.c) and the
- * TTL cache both webhooks use. Not a public contract. */
+/* auth_internal.h: what authn.c, authz.c and verify.c share: the struct cma_auth (owned by
+ * authn.c), the TTL cache both webhooks use, and the certificate verifier. Not a public
+ * contract. */
 #ifndef CMA_AUTH_INTERNAL_H
 #define CMA_AUTH_INTERNAL_H
 
@@ -27,6 +28,25 @@ void cma_auth_cache_done(struct auth_cache *c);
 char *cma_auth_cache_get(struct auth_cache *c, const char *key, int64_t now_ms);
 void cma_auth_cache_put(struct auth_cache *c, const char *key, const char *value,
                         int64_t expires_ms);
+
+/* A trusted CA bundle and the chains that verified against it (verify.c). Thread-safe. */
+typedef struct x509_store_st X509_STORE;
+typedef struct x509_st X509;
+struct cma_verifier;
+/* A client's chain as it sent it: DER certificates, leaf first (borrowed). */
+#define CMA_VERIFY_MAX_CHAIN 10
+struct cma_chain {
+    const unsigned char *der[CMA_VERIFY_MAX_CHAIN];
+    size_t len[CMA_VERIFY_MAX_CHAIN];
+    size_t n;
+};
+/* Takes ownership of store (freed here even on failure); NULL when out of memory. */
+struct cma_verifier *cma_verifier_new(X509_STORE *store);
+void cma_verifier_free(struct cma_verifier *v);
+/* The chain's leaf (a new reference: X509_free) when the chain verifies for TLS client use
+ * against the bundle, from the cache (entries valid before wall time now_ms) or freshly (OpenSSL
+ * checks validity at the current time); NULL when the chain is empty or does not verify. */
+X509 *cma_verifier_check(struct cma_verifier *v, const struct cma_chain *chain, int64_t now_ms);
 
 /* The header names of the requestheader authenticator (borrowed). */
 struct cma_rh_headers {

@@ -29,13 +29,12 @@
 #define CONFIGMAP_PATH                                                                             \
     "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"
 #define CA_FILE_MAX ((size_t)4 << 20)
-#define MAX_CHAIN 10
 #define CACHE_CAP 4096
 
 struct auth_snapshot {
     unsigned refs;
-    X509_STORE *rh_store;     /* NULL = requestheader off */
-    X509_STORE *client_store; /* NULL = x509 off */
+    struct cma_verifier *rh_verifier;     /* NULL = requestheader off */
+    struct cma_verifier *client_verifier; /* NULL = x509 off */
     char *rh_pem, *client_pem;
     char **allowed_names, **user_headers, **group_headers, **extra_prefixes;
     size_t n_allowed_names, n_user_headers, n_group_headers, n_extra_prefixes;
@@ -201,8 +200,8 @@ static void snapshot_free(struct auth_snapshot *s)
 {
     if (!s)
         return;
-    X509_STORE_free(s->rh_store);
-    X509_STORE_free(s->client_store);
+    cma_verifier_free(s->rh_verifier);
+    cma_verifier_free(s->client_verifier);
     free(s->rh_pem);
     free(s->client_pem);
     free_strv(s->allowed_names, s->n_allowed_names);
@@ -270,6 +269,17 @@ static X509_STORE *store_from_pem(const char *pem, const char *what, struct cma_
         return NULL;
     }
     return store;
+}
+
+/* PEM bundle → a new verifier (verify.c). */
+static enum cma_errc verifier_from_pem(const char *pem, const char *what, struct cma_verifier **ret,
+                                       struct cma_err *reterr)
+{
+    X509_STORE *store = store_from_pem(pem, what, reterr);
+    if (!store)
+        return CMA_ERR_TLS;
+    *ret = cma_verifier_new(store);
+    return *ret ? CMA_OK : cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
 }
 
 static bool copy_strv(char **src, size_t n, const char *def, char ***dst, size_t *dn)
@@ -371,12 +381,10 @@ static enum cma_errc snapshot_build(const struct cma_auth_options *o, json_t *cm
         rc = cma_err_set(reterr, CMA_ERR_CONFIG_VALUE,
                          "ConfigMap kube-system/extension-apiserver-authentication: a "
                          "requestheader-* value is not a JSON array of strings");
-    if (rc == CMA_OK && s->client_pem && s->client_pem[0] &&
-        !(s->client_store = store_from_pem(s->client_pem, "client CA", reterr)))
-        rc = CMA_ERR_TLS;
-    if (rc == CMA_OK && s->rh_pem && s->rh_pem[0] &&
-        !(s->rh_store = store_from_pem(s->rh_pem, "requestheader client CA", reterr)))
-        rc = CMA_ERR_TLS;
+    if (rc == CMA_OK && s->client_pem && s->client_pem[0])
+        rc = verifier_from_pem(s->client_pem, "client CA", &s->client_verifier, reterr);
+    if (rc == CMA_OK && s->rh_pem && s->rh_pem[0])
+        rc = verifier_from_pem(s->rh_pem, "requestheader client CA", &s->rh_verifier, reterr);
     if (rc != CMA_OK) {
         snapshot_free(s);
         return rc;
@@ -570,49 +578,17 @@ char *cma_auth_client_ca_pem(struct cma_auth *a)
 
 /* ---- certificates ------------------------------------------------------------------------ */
 
-/* Verifies the peer chain against store (purpose SSL client). Owned leaf in *ret_leaf. */
-static bool verify_peer(X509_STORE *store, const struct cma_request *req, X509 **ret_leaf)
+/* The request's client chain (at most CMA_VERIFY_MAX_CHAIN certificates, as before). */
+static struct cma_chain request_chain(const struct cma_request *req)
 {
-    *ret_leaf = NULL;
+    struct cma_chain c = {.n = 0};
     size_t n = cma_request_peer_chain_len(req);
-    if (!store || n == 0)
-        return false;
-    if (n > MAX_CHAIN)
-        n = MAX_CHAIN;
-    X509 *leaf = NULL;
-    STACK_OF(X509) *untrusted = sk_X509_new_null();
-    bool ok = untrusted != NULL;
-    for (size_t i = 0; ok && i < n; i++) {
-        const unsigned char *der = NULL;
-        size_t len = 0;
-        if (cma_request_peer_chain_der(req, i, &der, &len) != CMA_OK) {
-            ok = false;
+    for (size_t i = 0; i < n && c.n < CMA_VERIFY_MAX_CHAIN; i++)
+        if (cma_request_peer_chain_der(req, i, &c.der[c.n], &c.len[c.n]) == CMA_OK)
+            c.n++;
+        else
             break;
-        }
-        X509 *c = d2i_X509(NULL, &der, (long)len);
-        if (!c) {
-            ok = false;
-            break;
-        }
-        if (i == 0)
-            leaf = c;
-        else if (!sk_X509_push(untrusted, c)) {
-            X509_free(c);
-            ok = false;
-        }
-    }
-    X509_STORE_CTX *ctx = ok ? X509_STORE_CTX_new() : NULL;
-    ok = ok && ctx && X509_STORE_CTX_init(ctx, store, leaf, untrusted) == 1 &&
-         X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT) == 1 &&
-         X509_verify_cert(ctx) == 1;
-    X509_STORE_CTX_free(ctx);
-    sk_X509_pop_free(untrusted, X509_free);
-    if (!ok) {
-        X509_free(leaf);
-        return false;
-    }
-    *ret_leaf = leaf;
-    return true;
+    return c;
 }
 
 /* Subject entries with nid, as UTF-8; calls back for each. */
@@ -835,10 +811,11 @@ static bool name_allowed(const struct auth_snapshot *s, X509 *leaf)
 static int auth_requestheader(const struct auth_snapshot *s, const struct cma_request *req,
                               struct cma_user **ret, struct cma_err *reterr)
 {
-    if (!s->rh_store || cma_request_peer_chain_len(req) == 0)
+    if (!s->rh_verifier || cma_request_peer_chain_len(req) == 0)
         return 0;
-    X509 *leaf = NULL;
-    if (!verify_peer(s->rh_store, req, &leaf)) {
+    struct cma_chain chain = request_chain(req);
+    X509 *leaf = cma_verifier_check(s->rh_verifier, &chain, cma_clock_wall_ms());
+    if (!leaf) {
         /* kube: a cert that does not verify against the requestheader CA is an error for this
          * authenticator; the x509 authenticator may still accept it (union). */
         cma_err_set(reterr, CMA_ERR_UNAUTHORIZED,
@@ -875,10 +852,11 @@ static int auth_requestheader(const struct auth_snapshot *s, const struct cma_re
 static int auth_x509(const struct auth_snapshot *s, const struct cma_request *req,
                      struct cma_user **ret, struct cma_err *reterr)
 {
-    if (!s->client_store || cma_request_peer_chain_len(req) == 0)
+    if (!s->client_verifier || cma_request_peer_chain_len(req) == 0)
         return 0;
-    X509 *leaf = NULL;
-    if (!verify_peer(s->client_store, req, &leaf)) {
+    struct cma_chain chain = request_chain(req);
+    X509 *leaf = cma_verifier_check(s->client_verifier, &chain, cma_clock_wall_ms());
+    if (!leaf) {
         cma_err_set(reterr, CMA_ERR_UNAUTHORIZED,
                     "x509: the client certificate does not verify against the client CA");
         return -1;
