@@ -23,7 +23,12 @@
  *   the one evicted first when the bound is reached. Expired entries are swept from the list head
  *   at every query. A newer answer for the same key replaces the cached one.
  * - An error is never cached: the entry leaves the table when it finishes, so the next request
- *   asks the backend again, and only the callers that waited on it get its error. */
+ *   asks the backend again, and only the callers that waited on it get its error.
+ * - The leader runs the query under its own request's deadline and client (struct cma_call), so
+ *   a query nobody waits for stops. When it fails because that request ended (its client went
+ *   away or its deadline passed) and not because of the backend, the error is the leader's
+ *   alone: each waiter whose own request is still on asks again (one of them leads the new
+ *   query), at most MAX_REASKS times. */
 #include "cma/backend_cache.h"
 
 #include <pthread.h>
@@ -37,6 +42,7 @@
 #define BUDGET_FLAG "--prometheus-max-bytes-in-flight"
 #define MIN_BUCKETS 64
 #define MAX_TTL_MS ((int64_t)24 * 3600 * 1000) /* keeps time arithmetic far from overflow */
+#define MAX_REASKS 3 /* a waiter asks again at most this often after its leader's request ended */
 
 struct wrapped {
     struct cma_backend_cache *cache;
@@ -57,6 +63,9 @@ struct entry {
     size_t refs;
     size_t bytes; /* what it counts against max_bytes */
     bool done, cached;
+    /* the error ended the leader's own request (its client gone, its deadline passed), not the
+     * backend: the others ask again rather than take it (cached_query) */
+    bool leader_ended;
     enum cma_errc rc;
     struct cma_err *err;            /* on error (NULL: no memory to keep it) */
     struct cma_prom_result *result; /* filtered by the key's filter; NULL on error */
@@ -464,6 +473,13 @@ static struct cma_err *err_dup(const struct cma_err *err)
 
 /* Runs the leader's query (with its filter, which every sharer's equals) and publishes its
  * outcome to the waiters. */
+/* Has the request behind call ended (client gone, deadline passed)? */
+static bool call_over(const struct cma_call *call)
+{
+    return cma_call_gone(call) ||
+           (call && call->deadline_ms > 0 && cma_clock_mono_ms() >= call->deadline_ms);
+}
+
 static void lead(struct cma_backend_cache *c, struct entry *e, const struct cma_keep *keep)
 {
     struct cma_prom_result *result = NULL;
@@ -475,9 +491,11 @@ static void lead(struct cma_backend_cache *c, struct entry *e, const struct cma_
                     cma_backend_name(&e->w->inner));
         rc = CMA_ERR_INTERNAL;
     }
+    bool leader_ended = rc != CMA_OK && call_over(keep ? keep->call : NULL);
     struct entry *garbage = NULL;
     pthread_mutex_lock(&c->mu);
     e->rc = rc;
+    e->leader_ended = leader_ended;
     if (rc == CMA_OK)
         e->result = result;
     else
@@ -532,15 +550,15 @@ static enum cma_errc take(const struct wrapped *w, const struct entry *e,
     return e->rc;
 }
 
-static enum cma_errc cached_query(void *ctx, const char *promql, int64_t time_ms,
-                                  const struct cma_keep *keep, struct cma_prom_result **ret,
-                                  struct cma_err *reterr)
+/* One round of a query through the table: joins or leads it; *reask when the query ended with
+ * the leader's own request, not the backend, and this caller should ask again. */
+static enum cma_errc join_once(const struct wrapped *w, const char *promql, int64_t time_ms,
+                               const struct cma_keep *keep, bool may_reask, bool *reask,
+                               struct cma_prom_result **ret, struct cma_err *reterr)
 {
-    const struct wrapped *w = ctx;
     struct cma_backend_cache *c = w->cache;
-    if (keep && keep->fn && !keep->id) /* a filter nobody can match: not shared */
-        return direct(w, promql, time_ms, keep, ret, reterr);
     const struct cma_keep *shared_keep = keep && keep->fn ? keep : NULL;
+    const struct cma_call *call = keep ? keep->call : NULL;
     bool leader = false;
     struct entry *e =
         join_or_lead(c, w, promql, shared_keep ? shared_keep->id : NULL, time_ms, &leader);
@@ -549,12 +567,27 @@ static enum cma_errc cached_query(void *ctx, const char *promql, int64_t time_ms
     if (leader) {
         /* the leader's own request bounds the query (its deadline, its client still there) */
         struct cma_keep lead_keep = shared_keep ? *shared_keep : (struct cma_keep){0};
-        lead_keep.call = keep ? keep->call : NULL;
+        lead_keep.call = call;
         lead(c, e, lead_keep.fn || lead_keep.call ? &lead_keep : NULL);
     }
     /* e is finished and immutable now; our reference keeps it. */
-    enum cma_errc rc = take(w, e, shared_keep, ret, reterr);
+    *reask = !leader && e->leader_ended && may_reask && !call_over(call);
+    enum cma_errc rc = *reask ? CMA_OK : take(w, e, shared_keep, ret, reterr);
     release(c, e);
+    return rc;
+}
+
+static enum cma_errc cached_query(void *ctx, const char *promql, int64_t time_ms,
+                                  const struct cma_keep *keep, struct cma_prom_result **ret,
+                                  struct cma_err *reterr)
+{
+    const struct wrapped *w = ctx;
+    if (keep && keep->fn && !keep->id) /* a filter nobody can match: not shared */
+        return direct(w, promql, time_ms, keep, ret, reterr);
+    bool reask = true;
+    enum cma_errc rc = CMA_OK;
+    for (int asked = 0; reask; asked++)
+        rc = join_once(w, promql, time_ms, keep, asked < MAX_REASKS, &reask, ret, reterr);
     return rc;
 }
 

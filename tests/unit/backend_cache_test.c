@@ -36,6 +36,7 @@ struct stub {
     bool released;
     int calls_with_keep;
     enum cma_errc fail;        /* answer with this error instead (CMA_OK: answer BODY) */
+    int fail_first;            /* the first fail_first queries answer `fail`, later ones BODY */
     bool too_large_unfiltered; /* CMA_ERR_TOO_LARGE when no filter is given */
     const char *body;          /* the answer */
     int64_t *clock;            /* advanced by advance_ms during each query (a slow backend) */
@@ -74,7 +75,7 @@ static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
     if (s->clock)
         *s->clock += s->advance_ms;
     const char *body = s->body;
-    enum cma_errc fail = s->fail;
+    enum cma_errc fail = s->fail_first == 0 || s->calls <= s->fail_first ? s->fail : CMA_OK;
     bool too_large = s->too_large_unfiltered && !keep;
     s->inside--;
     pthread_mutex_unlock(&s->mu);
@@ -268,6 +269,7 @@ struct caller {
     struct fixture *f;
     const char *promql;
     const char *const *pods;
+    const struct cma_call *call; /* the request it serves; NULL = none */
     enum cma_errc rc;
     struct cma_err err;
     struct cma_prom_result *result;
@@ -277,7 +279,11 @@ static void *caller_run(void *arg)
 {
     struct caller *c = arg;
     cma_err_clear(&c->err);
-    c->rc = query(c->f, c->promql, T0, c->pods, &c->result, &c->err);
+    char id[128];
+    struct cma_keep filter = {c->pods ? keep_pods : NULL, (void *)c->pods,
+                              c->pods ? pods_id(c->pods, id, sizeof(id)) : NULL, c->call};
+    c->rc = cma_backend_query(&c->f->backend, c->promql, T0, c->pods || c->call ? &filter : NULL,
+                              &c->result, &c->err);
     return NULL;
 }
 
@@ -412,6 +418,67 @@ static void test_cma_backend_cache__errors_reach_every_waiter_and_are_not_cached
     f.stub.fail = CMA_OK;
     assert_true(query_value(&f, "sum(up) by (pod)", T0) == 1.0);
     assert_int_equal(stub_calls(&f.stub), 2);
+    fixture_done(&f);
+}
+
+static bool flag_set(const void *ctx)
+{
+    return __atomic_load_n((const bool *)ctx, __ATOMIC_SEQ_CST);
+}
+
+static void test_cma_backend_cache__waiters_ask_again_when_the_leaders_client_goes(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    f.stub.hold = true;
+    f.stub.fail = CMA_ERR_BACKEND_TIMEOUT; /* what the transport answers for a gone client */
+    f.stub.fail_first = 1;
+    bool leader_gone = false;
+    struct cma_call leader_call = {.gone = flag_set, .gone_ctx = &leader_gone};
+    struct caller c[N_CALLERS];
+    c[0] = (struct caller){
+        .f = &f, .promql = "sum(up) by (pod)", .pods = A_AND_C, .call = &leader_call};
+    assert_int_equal(pthread_create(&c[0].thread, NULL, caller_run, &c[0]), 0);
+    stub_wait_inside(&f.stub, 1); /* c[0] leads */
+    start_callers(&c[1], N_CALLERS - 1, &f, "sum(up) by (pod)", false);
+    wait_coalesced(&f, N_CALLERS - 1);
+    __atomic_store_n(&leader_gone, true, __ATOMIC_SEQ_CST); /* its client closes the connection */
+    stub_release(&f.stub);
+    join_callers(c, N_CALLERS);
+    assert_int_equal(c[0].rc, CMA_ERR_BACKEND_TIMEOUT); /* the leader's own request ended */
+    for (size_t i = 1; i < N_CALLERS; i++) {            /* the others asked again, once */
+        char got[64];
+        assert_int_equal(c[i].rc, CMA_OK);
+        assert_string_equal(pods_of(c[i].result, got, sizeof(got)), "a,c");
+        cma_prom_result_free(c[i].result);
+    }
+    assert_int_equal(stub_calls(&f.stub), 2);
+    fixture_done(&f);
+}
+
+static void test_cma_backend_cache__a_backend_error_is_not_asked_again(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    f.stub.hold = true;
+    f.stub.fail = CMA_ERR_BACKEND_TIMEOUT;
+    f.stub.fail_first = 1;
+    bool never = false;
+    struct cma_call leader_call = {.gone = flag_set, .gone_ctx = &never};
+    struct caller c[3];
+    c[0] = (struct caller){
+        .f = &f, .promql = "sum(up) by (pod)", .pods = A_AND_C, .call = &leader_call};
+    assert_int_equal(pthread_create(&c[0].thread, NULL, caller_run, &c[0]), 0);
+    stub_wait_inside(&f.stub, 1);
+    start_callers(&c[1], 2, &f, "sum(up) by (pod)", false);
+    wait_coalesced(&f, 2);
+    stub_release(&f.stub); /* the backend timed out with the leader's client still there */
+    join_callers(c, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(c[i].rc, CMA_ERR_BACKEND_TIMEOUT);
+    assert_int_equal(stub_calls(&f.stub), 1);
     fixture_done(&f);
 }
 
@@ -657,6 +724,8 @@ int main(void)
         cmocka_unit_test(test_cma_backend_cache__different_filters_go_out_separately),
         cmocka_unit_test(test_cma_backend_cache__different_promql_go_out_separately),
         cmocka_unit_test(test_cma_backend_cache__errors_reach_every_waiter_and_are_not_cached),
+        cmocka_unit_test(test_cma_backend_cache__waiters_ask_again_when_the_leaders_client_goes),
+        cmocka_unit_test(test_cma_backend_cache__a_backend_error_is_not_asked_again),
         cmocka_unit_test(test_cma_backend_cache__serves_an_answer_until_its_ttl),
         cmocka_unit_test(test_cma_backend_cache__ttl_zero_keeps_nothing),
         cmocka_unit_test(test_cma_backend_cache__other_evaluation_time_goes_to_the_backend),
