@@ -19,6 +19,9 @@
 #   BENCH_RSS_RUNS=3 BENCH_WRK_RUNS=5 BENCH_LAT_RUNS=3 BENCH_LAT_ROUNDS=200 BENCH_IDLE_RUNS=5
 #   BENCH_DOC=docs/benchmarks.md where the report goes ("" = do not write it)
 #   BENCH_PROFILE=0              skip the perf profiles (taken only when perf is installed)
+#   BENCH_KUBE_WATCH=0           the fake kube-apiserver without watch: label selectors are then
+#                                resolved by a live LIST per request (default 1: the adapter's pod
+#                                watch cache answers them, as against a real kube-apiserver)
 
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=tests/lib/common.sh
@@ -252,12 +255,14 @@ python3 "$ROOT/bench/gen_om.py" --kube-pods 1000 "$PODS_JSON.in" &&
 # shellcheck disable=SC2016 # sed script, not shell
 eval "$(declare -f start_fake_kube | sed '1s/start_fake_kube/start_fake_kube_nodelay/;
   s#"\$CMA_LIB/fake_kube_apiserver.py"#"$CMA_ROOT/bench/fake_kube_nodelay.py"#')"
+KUBE_WATCH_ARGS=()
+[ "${BENCH_KUBE_WATCH:-1}" = 1 ] && KUBE_WATCH_ARGS=(--watch)
 if declare -f start_fake_kube_nodelay | grep -q fake_kube_nodelay.py; then
-  start_fake_kube_nodelay "$PODS_JSON" || exit 1
+  start_fake_kube_nodelay "$PODS_JSON" "${KUBE_WATCH_ARGS[@]}" || exit 1
   FAKE_NODELAY=true
 else
   say "common.sh's start_fake_kube changed shape; starting the fake without TCP_NODELAY"
-  start_fake_kube "$PODS_JSON" || exit 1
+  start_fake_kube "$PODS_JSON" "${KUBE_WATCH_ARGS[@]}" || exit 1
   FAKE_NODELAY=false
 fi
 
@@ -456,8 +461,8 @@ done
 # --- the report ---------------------------------------------------------------------------------
 
 jq --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" --arg date_end "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
-  --arg datasets "$DATASETS" --argjson nodelay "$FAKE_NODELAY" \
-  '. + {loadavg_end: $load, date_end: $date_end, datasets: $datasets, fake_kube_nodelay: $nodelay,
+  --arg datasets "$DATASETS" --argjson nodelay "$FAKE_NODELAY" --arg kube_watch "${BENCH_KUBE_WATCH:-1}" \
+  '. + {loadavg_end: $load, date_end: $date_end, datasets: $datasets, fake_kube_nodelay: $nodelay, kube_watch: ($kube_watch == "1"),
         runs: {rss: $ENV.RSS_RUNS, wrk: $ENV.WRK_RUNS, latency: $ENV.LAT_RUNS,
                latency_rounds: $ENV.LAT_ROUNDS, idle: $ENV.IDLE_RUNS}}' \
   "$RESULTS/machine.json" >"$RESULTS/machine.json.tmp" && mv "$RESULTS/machine.json.tmp" "$RESULTS/machine.json"
