@@ -312,6 +312,16 @@ def cmd_capture(args):
                 st, lbody, _ = kube.request("GET", target, headers={"Accept": accept} if accept else None)
                 if st == 200:
                     names += [it["metadata"]["name"] for it in json.loads(lbody).get("items") or []]
+        if not lists:
+            # the adapter's pod watch cache answered the selector (no LIST made): the pod names
+            # the PromQL carries come from the same selector, asked of the fake directly
+            ns = case["path"].split("/namespaces/", 1)[1].split("/", 1)[0]
+            st, lbody, _ = kube.request("GET", "/api/v1/namespaces/%s/pods?%s" % (
+                ns, urllib.parse.urlencode({"labelSelector": case["selector"]})))
+            if st != 200:
+                sys.stderr.write("capture: LIST of %s's pods answered %d\n" % (case["name"], st))
+                return 1
+            names = [it["metadata"]["name"] for it in json.loads(lbody).get("items") or []]
         c = dict(case)
         c.update({"promql": promql, "promql_source": "log", "kube_lists": lists, "pod_names": names,
                   "adapter_items": items, "adapter_bytes": len(body), "log_line_complete": looks_complete(promql, line)})

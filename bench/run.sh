@@ -19,6 +19,8 @@
 #   BENCH_RSS_RUNS=3 BENCH_WRK_RUNS=5 BENCH_LAT_RUNS=3 BENCH_LAT_ROUNDS=200 BENCH_IDLE_RUNS=5
 #   BENCH_DOC=docs/benchmarks.md where the report goes ("" = do not write it)
 #   BENCH_PROFILE=0              skip the perf profiles (taken only when perf is installed)
+#   BENCH_CACHE_TTL=0            the adapter's --metrics-cache-ttl (default 0: every request reaches
+#                                Prometheus, so repeated requests measure the whole path, not the cache)
 #   BENCH_KUBE_WATCH=0           the fake kube-apiserver without watch: label selectors are then
 #                                resolved by a live LIST per request (default 1: the adapter's pod
 #                                watch cache answers them, as against a real kube-apiserver)
@@ -191,7 +193,8 @@ start_prometheus_blocks() {
 adapter_args() {
   printf '%s\n' "$BIN" --bind-address=127.0.0.1 "--secure-port=$1" "--cert-dir=$4" "--config=$RULES" \
     "--metrics-relist-interval=$2" "--v=$3" "--prometheus-url=${A_PROM_URL:-$PROM_URL}" \
-    "--lister-kubeconfig=${A_KUBECONFIG:-$KUBE_KUBECONFIG}"
+    "--lister-kubeconfig=${A_KUBECONFIG:-$KUBE_KUBECONFIG}" "--metrics-cache-ttl=${BENCH_CACHE_TTL:-0}" \
+    ${A_EXTRA:+"$A_EXTRA"}
 }
 
 # bench_adapter NAME RELIST V EXPECT: starts the adapter and times it from the moment just before
@@ -280,9 +283,11 @@ for kind in prom-down all-down; do
     mkdir -p "$CMA_TMP/certs-idle-$kind-$i"
     A_PROM_URL="http://127.0.0.1:$(free_port)"
     A_KUBECONFIG=$KUBE_KUBECONFIG
-    [ "$kind" = all-down ] && A_KUBECONFIG=$dead_kube
+    # with nothing reachable, start as kube's servers do when told to tolerate the failed lookup
+    # of the extension-apiserver-authentication ConfigMap (without it they exit, and so do we)
+    [ "$kind" = all-down ] && A_KUBECONFIG=$dead_kube A_EXTRA=--authentication-tolerate-lookup-failure
     mapfile -t cmd < <(adapter_args "$port" 1m 2 "$CMA_TMP/certs-idle-$kind-$i")
-    unset A_PROM_URL A_KUBECONFIG
+    unset A_PROM_URL A_KUBECONFIG A_EXTRA
     _cma_spawn "$CMA_TMP/idle-$kind-$i.log" "${cmd[@]}"
     if _cma_wait_ready adapter "$_CMA_SPAWNED" "$CMA_TMP/idle-$kind-$i.log" "https://127.0.0.1:$port/healthz" -k 2>/dev/null; then
       idle_pids+=("$_CMA_SPAWNED")
