@@ -1,8 +1,11 @@
 /* yamldoc.h: libyaml events → a read-only node tree where every node keeps its file, line and
  * column. The only libyaml user in the project. Only the first document is read (as yaml.v2's
  * Unmarshal does); anchors/aliases are resolved by
- * reference (an alias node points to the anchored node); merge keys are not supported. Duplicate
- * mapping keys are reported by yamldoc itself. Trees are immutable after load: thread-safe reads.
+ * reference (an alias node points to the anchored node). Merge keys (`<<: *a`, `<<: [*a, *b]`)
+ * are expanded as yaml.v2 decodes them: a mapping's own keys win over merged ones, an earlier
+ * merged mapping over a later one; the "<<" pair itself is gone from the tree and the merged
+ * pairs are the source nodes (positions point at the text that holds them). Duplicate mapping
+ * keys are reported by yamldoc itself. Trees are immutable after load: thread-safe reads.
  */
 #ifndef CMA_YAMLDOC_H
 #define CMA_YAMLDOC_H
@@ -46,8 +49,10 @@ struct cma_ydoc;
 /* Parses a YAML (or JSON) text. `file` names it in positions. An empty document gives a NULL
  * root. Syntax errors: CMA_ERR_CONFIG_SYNTAX at libyaml's position; duplicate keys in one
  * mapping: CMA_ERR_CONFIG_KEY "mapping key \"x\" already defined at line N" (yaml.v2's words) at
- * the second key. Limits: 16 MiB of text, 64 levels of nesting, 1 Mi nodes, aliases expanding
- * to at most 64 MiB. Caller owns the result. */
+ * the second key. A merge value that is not a mapping or a list of mappings: CMA_ERR_CONFIG_TYPE
+ * "map merge requires map or sequence of maps as the value" (yaml.v2's words) at the "<<".
+ * Limits: 16 MiB of text, 64 levels of nesting, 1 Mi nodes, aliases expanding to at most 64 MiB,
+ * 1 Mi keys laid out by merge keys. Caller owns the result. */
 enum cma_errc cma_ydoc_parse(const char *file, const char *text, size_t len, struct cma_ydoc **ret,
                              struct cma_err *reterr);
 /* Reads and parses a file (CMA_ERR_CONFIG_IO if it cannot be read). */

@@ -82,27 +82,12 @@ static enum cma_errc wrong_kind(struct loader *ld, const struct cma_ynode *n, co
                    kind_name(n));
 }
 
-/* YAML merge keys (`<<: *base`) are not supported (see yamldoc.h); say so plainly rather than
- * calling "<<" an unknown key. */
-static bool is_merge_key(const struct cma_ynode *key)
-{
-    return key->style == CMA_YSTYLE_PLAIN && strcmp(key->scalar, "<<") == 0;
-}
-
-static enum cma_errc merge_key_error(struct loader *ld, const struct cma_ynode *key)
-{
-    return fail_at(ld, CMA_ERR_CONFIG_KEY, key,
-                   "merge keys (<<) are not supported: write the keys out in full");
-}
-
 /* Checks that every key of `map` is one of `allowed` (a NULL-terminated list). */
 static enum cma_errc check_keys(struct loader *ld, const struct cma_ynode *map,
                                 const char *const *allowed)
 {
     for (size_t i = 0; i < map->n_pairs; i++) {
         const struct cma_ynode *key = map->pairs[i].key;
-        if (is_merge_key(key))
-            return merge_key_error(ld, key);
         bool known = false;
         for (const char *const *a = allowed; *a && !known; a++)
             known = strlen(*a) == key->scalar_len && memcmp(*a, key->scalar, key->scalar_len) == 0;
@@ -236,8 +221,6 @@ static enum cma_errc read_overrides(struct loader *ld, const struct cma_ynode *m
     if (!res->overrides)
         return fail_nomem(ld);
     for (size_t i = 0; i < v->n_pairs; i++) {
-        if (is_merge_key(v->pairs[i].key))
-            return merge_key_error(ld, v->pairs[i].key);
         enum cma_errc rc = read_override(ld, &v->pairs[i], &res->overrides[res->n_overrides++]);
         if (rc)
             return rc;
@@ -683,8 +666,6 @@ static enum cma_errc read_kvs(struct loader *ld, const struct cma_ynode *map, co
         return fail_nomem(ld);
     for (size_t i = 0; i < v->n_pairs; i++) {
         const struct cma_ynode *k = v->pairs[i].key, *val = v->pairs[i].value;
-        if (is_merge_key(k))
-            return merge_key_error(ld, k);
         enum cma_errc rc = check_kv(ld, k, val, header);
         if (rc != CMA_OK)
             return rc;
@@ -710,11 +691,10 @@ static bool is_backend_name(const char *s)
     return true;
 }
 
-/* name, url, verb, timeout, maxQueryLength. */
-static enum cma_errc read_backend_basics(struct loader *ld, const struct cma_ynode *item,
-                                         struct cma_config_backend *b)
+/* name: required; letters, digits, '-', '_' and '.'. */
+static enum cma_errc read_backend_name(struct loader *ld, const struct cma_ynode *item,
+                                       struct cma_config_backend *b)
 {
-    struct cma_config_str verb = {0}, timeout = {0}, maxlen = {0};
     enum cma_errc rc = read_str(ld, item, "name", &b->name);
     if (rc == CMA_OK && !b->name.set)
         rc = fail_at(ld, CMA_ERR_CONFIG_VALUE, item, "backends: each entry needs a name");
@@ -723,29 +703,54 @@ static enum cma_errc read_backend_basics(struct loader *ld, const struct cma_yno
                       "backend name \"%s\": use 1 to 63 letters, digits, '-', '_' "
                       "or '.'",
                       b->name.s);
-    if (rc == CMA_OK)
-        rc = read_str(ld, item, "url", &b->url);
+    return rc;
+}
+
+static enum cma_errc read_backend_url(struct loader *ld, const struct cma_ynode *item,
+                                      struct cma_config_backend *b)
+{
+    enum cma_errc rc = read_str(ld, item, "url", &b->url);
     if (rc == CMA_OK && (!b->url.set || (strncmp(b->url.s, "http://", 7) != 0 &&
                                          strncmp(b->url.s, "https://", 8) != 0)))
         rc =
             b->url.set
                 ? fail_str(ld, &b->url, "backend %s: url: want http:// or https://", b->name.s)
                 : fail_at(ld, CMA_ERR_CONFIG_VALUE, item, "backend %s: url is required", b->name.s);
-    if (rc == CMA_OK)
-        rc = read_str(ld, item, "verb", &verb);
+    return rc;
+}
+
+static enum cma_errc read_backend_verb(struct loader *ld, const struct cma_ynode *item,
+                                       struct cma_config_backend *b)
+{
+    struct cma_config_str verb = {0};
+    enum cma_errc rc = read_str(ld, item, "verb", &verb);
     if (rc == CMA_OK && verb.set && strcmp(verb.s, "GET") != 0 && strcmp(verb.s, "POST") != 0)
         rc = fail_str(ld, &verb, "backend %s: verb: want GET or POST", b->name.s);
     b->use_post = rc == CMA_OK && verb.set && strcmp(verb.s, "POST") == 0;
-    if (rc == CMA_OK)
-        rc = read_str(ld, item, "timeout", &timeout);
+    free(verb.s);
+    return rc;
+}
+
+static enum cma_errc read_backend_timeout(struct loader *ld, const struct cma_ynode *item,
+                                          struct cma_config_backend *b)
+{
+    struct cma_config_str timeout = {0};
+    enum cma_errc rc = read_str(ld, item, "timeout", &timeout);
     if (rc == CMA_OK && timeout.set &&
         (!parse_prom_duration(timeout.s, &b->timeout_ms) || b->timeout_ms <= 0))
         rc = fail_str(ld, &timeout,
                       "backend %s: timeout \"%s\": want a positive duration (10s, "
                       "1m30s)",
                       b->name.s, timeout.s);
-    if (rc == CMA_OK)
-        rc = read_str(ld, item, "maxQueryLength", &maxlen);
+    free(timeout.s);
+    return rc;
+}
+
+static enum cma_errc read_backend_max_query_length(struct loader *ld, const struct cma_ynode *item,
+                                                   struct cma_config_backend *b)
+{
+    struct cma_config_str maxlen = {0};
+    enum cma_errc rc = read_str(ld, item, "maxQueryLength", &maxlen);
     if (rc == CMA_OK && maxlen.set) {
         char *end = NULL;
         errno = 0;
@@ -757,9 +762,23 @@ static enum cma_errc read_backend_basics(struct loader *ld, const struct cma_yno
                           b->name.s, maxlen.s);
         b->max_query_length = n;
     }
-    free(verb.s);
-    free(timeout.s);
     free(maxlen.s);
+    return rc;
+}
+
+/* name, url, verb, timeout, maxQueryLength. */
+static enum cma_errc read_backend_basics(struct loader *ld, const struct cma_ynode *item,
+                                         struct cma_config_backend *b)
+{
+    enum cma_errc rc = read_backend_name(ld, item, b);
+    if (rc == CMA_OK)
+        rc = read_backend_url(ld, item, b);
+    if (rc == CMA_OK)
+        rc = read_backend_verb(ld, item, b);
+    if (rc == CMA_OK)
+        rc = read_backend_timeout(ld, item, b);
+    if (rc == CMA_OK)
+        rc = read_backend_max_query_length(ld, item, b);
     return rc;
 }
 
@@ -811,6 +830,32 @@ static enum cma_errc read_backend_tls(struct loader *ld, const struct cma_ynode 
     return rc;
 }
 
+/* How the backend is reached: bearerTokenFile, basicAuth, tls, kubeconfig, inCluster, and the
+ * pairs that exclude each other. */
+static enum cma_errc read_backend_credentials(struct loader *ld, const struct cma_ynode *item,
+                                              struct cma_config_backend *b)
+{
+    enum cma_errc rc =
+        read_file_setting(ld, item, "bearerTokenFile", "bearerTokenFile", &b->bearer_token_file);
+    if (rc == CMA_OK)
+        rc = read_backend_basic_auth(ld, item, b);
+    if (rc == CMA_OK)
+        rc = read_backend_tls(ld, item, b);
+    if (rc == CMA_OK)
+        rc = read_file_setting(ld, item, "kubeconfig", "kubeconfig", &b->kubeconfig);
+    if (rc == CMA_OK)
+        rc = read_bool(ld, item, "inCluster", &b->in_cluster);
+    if (rc == CMA_OK && b->bearer_token_file.set && b->basic_username.set)
+        rc = fail_at(ld, CMA_ERR_CONFIG_VALUE, item,
+                     "backend %s: bearerTokenFile and basicAuth: give one of them, the backend "
+                     "gets one Authorization header",
+                     b->name.s);
+    if (rc == CMA_OK && b->kubeconfig.set && b->in_cluster)
+        rc = fail_at(ld, CMA_ERR_CONFIG_VALUE, item,
+                     "backend %s: kubeconfig and inCluster: give one of them", b->name.s);
+    return rc;
+}
+
 static enum cma_errc read_backend(struct loader *ld, const struct cma_ynode *item,
                                   struct cma_config_backend *b)
 {
@@ -839,24 +884,7 @@ static enum cma_errc read_backend(struct loader *ld, const struct cma_ynode *ite
     if (rc == CMA_OK)
         rc = read_kvs(ld, item, "queryParameters", false, &b->query_params, &b->n_query_params);
     if (rc == CMA_OK)
-        rc = read_file_setting(ld, item, "bearerTokenFile", "bearerTokenFile",
-                               &b->bearer_token_file);
-    if (rc == CMA_OK)
-        rc = read_backend_basic_auth(ld, item, b);
-    if (rc == CMA_OK)
-        rc = read_backend_tls(ld, item, b);
-    if (rc == CMA_OK)
-        rc = read_file_setting(ld, item, "kubeconfig", "kubeconfig", &b->kubeconfig);
-    if (rc == CMA_OK)
-        rc = read_bool(ld, item, "inCluster", &b->in_cluster);
-    if (rc == CMA_OK && b->bearer_token_file.set && b->basic_username.set)
-        rc = fail_at(ld, CMA_ERR_CONFIG_VALUE, item,
-                     "backend %s: bearerTokenFile and basicAuth: give one of them, the backend "
-                     "gets one Authorization header",
-                     b->name.s);
-    if (rc == CMA_OK && b->kubeconfig.set && b->in_cluster)
-        rc = fail_at(ld, CMA_ERR_CONFIG_VALUE, item,
-                     "backend %s: kubeconfig and inCluster: give one of them", b->name.s);
+        rc = read_backend_credentials(ld, item, b);
     return rc;
 }
 
@@ -1538,29 +1566,45 @@ static enum cma_errc check_duplicates(const struct cma_config_rule *rules, size_
     return CMA_OK;
 }
 
-static enum cma_errc load_merged(const struct path_list *files, struct cma_config **ret,
+/* Loads files in their order and merges each into the first; *base holds what was merged so far,
+ * also on failure (the caller frees it). */
+static enum cma_errc merge_files(const struct path_list *files, struct cma_config **base,
                                  struct cma_err *reterr)
 {
-    struct cma_config *base = NULL;
     enum cma_errc rc = CMA_OK;
     for (size_t i = 0; rc == CMA_OK && i < files->n; i++) {
         struct cma_config *part = NULL;
         rc = load_file_unresolved(files->v[i], &part, reterr);
-        if (rc == CMA_OK && !base)
-            base = part;
+        if (rc == CMA_OK && !*base)
+            *base = part;
         else if (rc == CMA_OK) {
-            rc = merge_into(base, part, reterr);
+            rc = merge_into(*base, part, reterr);
             cma_config_free(part);
         }
     }
-    if (rc == CMA_OK && base)
-        rc = check_backend_names(base, reterr);
-    if (rc == CMA_OK && base)
+    return rc;
+}
+
+/* The checks that span files: backend names, backend references, the same metric twice. */
+static enum cma_errc check_merged(struct cma_config *base, struct cma_err *reterr)
+{
+    enum cma_errc rc = check_backend_names(base, reterr);
+    if (rc == CMA_OK)
         rc = resolve_backend_refs(base, reterr);
-    if (rc == CMA_OK && base)
+    if (rc == CMA_OK)
         rc = check_duplicates(base->rules, base->n_rules, false, reterr);
-    if (rc == CMA_OK && base)
+    if (rc == CMA_OK)
         rc = check_duplicates(base->external_rules, base->n_external_rules, true, reterr);
+    return rc;
+}
+
+static enum cma_errc load_merged(const struct path_list *files, struct cma_config **ret,
+                                 struct cma_err *reterr)
+{
+    struct cma_config *base = NULL;
+    enum cma_errc rc = merge_files(files, &base, reterr);
+    if (rc == CMA_OK && base)
+        rc = check_merged(base, reterr);
     if (rc != CMA_OK || !base) {
         cma_config_free(base);
         return rc != CMA_OK ? rc : cma_err_set(reterr, CMA_ERR_CONFIG_IO, "no config file to load");

@@ -221,40 +221,62 @@ static int poll_timeout(int64_t due, bool any_lost)
     return (int)t;
 }
 
+/* The thread's pending reload: when it is due (0: none), the change that started it, whether a
+ * directory is lost, and why the reload will run. */
+struct pending {
+    int64_t due, first;
+    bool any_lost;
+    char why[1100];
+};
+
+/* Waits for inotify, the eventfd or the pending deadline; takes the stop and request flags (the
+ * request is cleared). Returns whether inotify has events to read. */
+static bool wait_wakeup(struct cma_watch *w, const struct pending *p, bool *stop, bool *requested)
+{
+    struct pollfd pf[2] = {{.fd = w->ifd, .events = POLLIN}, {.fd = w->efd, .events = POLLIN}};
+    if (poll(pf, 2, poll_timeout(p->due, p->any_lost)) < 0 && errno != EINTR)
+        pf[0].revents = pf[1].revents = 0;
+    uint64_t wakeups;
+    if ((pf[1].revents & POLLIN) && read(w->efd, &wakeups, sizeof(wakeups)) < 0)
+        wakeups = 0; /* EAGAIN: another read took it */
+    pthread_mutex_lock(&w->mu);
+    *stop = w->stop;
+    *requested = w->requested;
+    w->requested = false;
+    pthread_mutex_unlock(&w->mu);
+    return (pf[0].revents & POLLIN) != 0;
+}
+
+/* A counted change in `where`: the reload moves to debounce_ms later, but never more than
+ * 8 × debounce_ms after the first change. */
+static void note_change(struct pending *p, const char *where, int64_t debounce)
+{
+    int64_t now = cma_clock_mono_ms();
+    p->first = p->due ? p->first : now;
+    p->due = now + debounce < p->first + 8 * debounce ? now + debounce : p->first + 8 * debounce;
+    snprintf(p->why, sizeof(p->why), "a change in %s", where);
+}
+
 static void *watch_main(void *arg)
 {
     struct cma_watch *w = arg;
     int64_t debounce = w->cfg.debounce_ms > 0 ? w->cfg.debounce_ms : CMA_WATCH_DEBOUNCE_MS;
-    int64_t due = 0, first = 0; /* the pending reload and the change that started it */
-    bool any_lost = false;
-    char why[1100] = "";
+    struct pending p = {0};
     for (;;) {
-        struct pollfd pf[2] = {{.fd = w->ifd, .events = POLLIN}, {.fd = w->efd, .events = POLLIN}};
-        if (poll(pf, 2, poll_timeout(due, any_lost)) < 0 && errno != EINTR)
-            pf[0].revents = pf[1].revents = 0;
-        uint64_t wakeups;
-        if ((pf[1].revents & POLLIN) && read(w->efd, &wakeups, sizeof(wakeups)) < 0)
-            wakeups = 0; /* EAGAIN: another read took it */
-        pthread_mutex_lock(&w->mu);
-        bool stop = w->stop, requested = w->requested;
-        w->requested = false;
-        pthread_mutex_unlock(&w->mu);
+        bool stop = false, requested = false;
+        bool events = wait_wakeup(w, &p, &stop, &requested);
         if (stop)
             break;
-        const char *dir = (pf[0].revents & POLLIN) ? drain_events(w) : NULL;
-        const char *back = rewatch_lost(w, &any_lost);
-        if (dir || back) {
-            int64_t now = cma_clock_mono_ms();
-            first = due ? first : now;
-            due = now + debounce < first + 8 * debounce ? now + debounce : first + 8 * debounce;
-            snprintf(why, sizeof(why), "a change in %s", dir ? dir : back);
-        }
+        const char *dir = events ? drain_events(w) : NULL;
+        const char *back = rewatch_lost(w, &p.any_lost);
+        if (dir || back)
+            note_change(&p, dir ? dir : back, debounce);
         if (requested) {
-            due = 0; /* a requested reload reads every file, pending changes included */
+            p.due = 0; /* a requested reload reads every file, pending changes included */
             run_reload(w, "a reload request");
-        } else if (due && cma_clock_mono_ms() >= due) {
-            due = 0;
-            run_reload(w, why);
+        } else if (p.due && cma_clock_mono_ms() >= p.due) {
+            p.due = 0;
+            run_reload(w, p.why);
         }
     }
     return NULL;

@@ -11,6 +11,12 @@
  *   counting aliased nodes in full). The weight of any node is capped at MAX_WEIGHT, so a walk
  *   over the tree that follows aliases is bounded too. Anchors are found through a hash table.
  * - Duplicate keys are checked when a mapping closes (sorted copy of the keys: O(n log n)).
+ * - Merge keys (`<<: *a`, `<<: [*a, *b]`) are expanded when their mapping closes, the way
+ *   yaml.v2 decodes them into structs (expand_merge): in document order, a key set again takes
+ *   the new value, two mappings combine key by key, an earlier merged mapping wins over a later
+ *   one. The pairs point to the source nodes, so positions stay where the text is; a combined
+ *   mapping is a new node at the position of the later one. A merge value that is not a mapping
+ *   or a list of mappings is an error at the "<<".
  * - Only the first document counts, as in yaml.v2's Unmarshal (prometheus-adapter's loader): a
  *   later document that is not empty is neither parsed nor checked; where it starts is kept
  *   (cma_ydoc_ignored_document) so the caller can warn. */
@@ -30,6 +36,7 @@
 #define MAX_DEPTH 64
 #define MAX_NODES ((size_t)1 << 20)
 #define MAX_WEIGHT ((size_t)64 << 20)
+#define MAX_MERGED ((size_t)1 << 20) /* keys added by merge keys, in the whole document */
 #define SLAB_NODES 256
 
 struct node_slab {
@@ -70,6 +77,7 @@ struct parser {
     size_t n_anchors, cap_anchors;
     struct cma_htab table; /* anchors by name: index + 1 */
     unsigned n_docs;
+    size_t n_merged;   /* keys laid out by merge keys so far (MAX_MERGED) */
     bool in_later_doc; /* inside the second or a later document */
     unsigned later_doc_line, later_doc_column;
 };
@@ -383,6 +391,162 @@ static enum cma_errc on_start(struct parser *p, const yaml_event_t *ev, enum cma
     return CMA_OK;
 }
 
+/* ---- merge keys ----------------------------------------------------------------------------- */
+
+/* A plain "<<" key, as yaml.v2's isMerge (a quoted '<<' is an ordinary key). */
+static bool is_merge_key(const struct cma_ynode *key)
+{
+    return key->style == CMA_YSTYLE_PLAIN && key->scalar_len == 2 &&
+           memcmp(key->scalar, "<<", 2) == 0;
+}
+
+/* The mappings a merge value names (itself, or the items of a sequence), in order; false when
+ * the value is something else. */
+static bool merge_sources(struct cma_ynode *const *value, struct cma_ynode *const **src, size_t *n)
+{
+    const struct cma_ynode *v = *value;
+    *src = value;
+    *n = 1;
+    if (v->kind == CMA_YNODE_MAPPING)
+        return true;
+    if (v->kind != CMA_YNODE_SEQUENCE)
+        return false;
+    for (size_t i = 0; i < v->n_items; i++)
+        if (v->items[i]->kind != CMA_YNODE_MAPPING)
+            return false;
+    *src = v->items;
+    *n = v->n_items;
+    return true;
+}
+
+/* A mapping being laid out: its pairs so far and an index of them by key. */
+struct layout {
+    struct cma_ypair *pairs;
+    size_t n, cap;
+    struct cma_htab table;
+};
+
+static bool layout_eq(const void *ctx, size_t index, const void *key)
+{
+    const struct layout *l = ctx;
+    return same_key(l->pairs[index].key, key);
+}
+
+static uint64_t layout_hash(const void *ctx, size_t index)
+{
+    const struct layout *l = ctx;
+    return cma_hash_str(l->pairs[index].key->scalar, l->pairs[index].key->scalar_len);
+}
+
+static enum cma_errc set_pair(struct parser *p, struct layout *l, const struct cma_ypair *pair,
+                              struct cma_err *reterr);
+
+/* A new mapping: `old` decoded over by `value` (both mappings), as yaml.v2 decodes a mapping into
+ * a struct that a merge has already filled. It stands where `value` is. */
+static enum cma_errc merge_mappings(struct parser *p, const struct cma_ynode *old,
+                                    const struct cma_ynode *value, struct cma_ynode **ret,
+                                    struct cma_err *reterr)
+{
+    yaml_mark_t start = {.line = value->line - 1, .column = value->column - 1};
+    yaml_mark_t end = {.line = value->end_line - 1, .column = value->end_column - 1};
+    struct cma_ynode *n = node_new(p->doc, CMA_YNODE_MAPPING, &start, &end);
+    if (!n)
+        return too_many_nodes(p, &start, reterr);
+    struct layout l = {0};
+    enum cma_errc rc = CMA_OK;
+    for (size_t i = 0; rc == CMA_OK && i < old->n_pairs; i++)
+        rc = set_pair(p, &l, &old->pairs[i], reterr);
+    for (size_t i = 0; rc == CMA_OK && i < value->n_pairs; i++)
+        rc = set_pair(p, &l, &value->pairs[i], reterr);
+    cma_htab_done(&l.table);
+    n->pairs = l.pairs; /* freed with the document, even on failure */
+    n->n_pairs = l.n;
+    *ret = n;
+    return rc;
+}
+
+/* Sets key = value in the mapping being laid out, in yaml.v2's decoding order: a new key is
+ * appended; a key already there takes the new value, or, when both values are mappings, the old
+ * one decoded over by the new one (yaml.v2 decodes into the struct field it already filled). */
+static enum cma_errc set_pair(struct parser *p, struct layout *l, const struct cma_ypair *pair,
+                              struct cma_err *reterr)
+{
+    if (++p->n_merged > MAX_MERGED)
+        return cma_err_set_at(reterr, CMA_ERR_TOO_LARGE, pair->key->file, pair->key->line,
+                              pair->key->column, "document merges more than %zu keys (<<)",
+                              MAX_MERGED);
+    if (cma_htab_reserve(&l->table, l->n, layout_hash, l) != CMA_OK ||
+        grow_array((void **)&l->pairs, &l->cap, l->n, sizeof(*l->pairs)) != CMA_OK)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    const struct cma_ynode *key = pair->key;
+    size_t *slot =
+        cma_htab_find(&l->table, cma_hash_str(key->scalar, key->scalar_len), key, layout_eq, l);
+    if (!*slot) {
+        l->pairs[l->n] = *pair;
+        *slot = ++l->n;
+        return CMA_OK;
+    }
+    struct cma_ypair *at = &l->pairs[*slot - 1];
+    if (at->value->kind != CMA_YNODE_MAPPING || pair->value->kind != CMA_YNODE_MAPPING) {
+        *at = *pair;
+        return CMA_OK;
+    }
+    struct cma_ynode *merged = NULL;
+    enum cma_errc rc = merge_mappings(p, at->value, pair->value, &merged, reterr);
+    at->key = pair->key;
+    at->value = merged;
+    return rc;
+}
+
+/* Lays out the pairs of `map` as yaml.v2 decodes it (see expand_merge). */
+static enum cma_errc lay_out(struct parser *p, const struct cma_ynode *map, struct layout *l,
+                             struct cma_err *reterr)
+{
+    enum cma_errc rc = CMA_OK;
+    for (size_t i = 0; rc == CMA_OK && i < map->n_pairs; i++) {
+        if (!is_merge_key(map->pairs[i].key)) {
+            rc = set_pair(p, l, &map->pairs[i], reterr);
+            continue;
+        }
+        size_t n_src = 0;
+        struct cma_ynode *const *src = NULL;
+        if (!merge_sources(&map->pairs[i].value, &src, &n_src))
+            return err_at_node(reterr, CMA_ERR_CONFIG_TYPE, map->pairs[i].key,
+                               "map merge requires map or sequence of maps as the value");
+        for (size_t s = n_src; rc == CMA_OK && s-- > 0;) /* the earlier mappings win */
+            for (size_t j = 0; rc == CMA_OK && j < src[s]->n_pairs; j++)
+                rc = set_pair(p, l, &src[s]->pairs[j], reterr);
+    }
+    return rc;
+}
+
+/* Expands the merge keys ("<<: *a", "<<: [*a, *b]") of a closed mapping the way yaml.v2 decodes
+ * them into prometheus-adapter's structs: the pairs apply in document order, a merge key applying
+ * its mappings' pairs (the last mapping of a list first, so the earlier ones win); a key set again
+ * takes the new value, and when both values are mappings they combine key by key (yaml.v2
+ * decodes into the struct field already filled). So the usual `<<: *base` first, then the
+ * mapping's own keys, gives the own keys precedence. Merged mappings were closed before, so
+ * their own merge keys are already expanded; the pairs are the source nodes (positions stay). */
+static enum cma_errc expand_merge(struct parser *p, struct cma_ynode *map, struct cma_err *reterr)
+{
+    bool any = false;
+    for (size_t i = 0; i < map->n_pairs && !any; i++)
+        any = is_merge_key(map->pairs[i].key);
+    if (!any)
+        return CMA_OK;
+    struct layout l = {0};
+    enum cma_errc rc = lay_out(p, map, &l, reterr);
+    cma_htab_done(&l.table);
+    if (rc != CMA_OK) {
+        free(l.pairs);
+        return rc;
+    }
+    free(map->pairs);
+    map->pairs = l.pairs;
+    map->n_pairs = l.n;
+    return CMA_OK;
+}
+
 static enum cma_errc on_end(struct parser *p, const yaml_event_t *ev, struct cma_err *reterr)
 {
     if (p->depth == 0) /* libyaml balances its events; never trust that blindly */
@@ -392,6 +556,8 @@ static enum cma_errc on_end(struct parser *p, const yaml_event_t *ev, struct cma
     f.node->end_column = (unsigned)ev->end_mark.column + 1;
     if (f.node->kind == CMA_YNODE_MAPPING) {
         enum cma_errc rc = check_duplicates(f.node, reterr);
+        if (rc == CMA_OK)
+            rc = expand_merge(p, f.node, reterr);
         if (rc)
             return rc;
     }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_backend_auth.sh: --prometheus-auth-config and --prometheus-auth-incluster against real TLS gateways (Debian's nginx in front of a real Prometheus, certificates made here with openssl), each checking one credential: a client certificate (ssl_verify_client), basic auth (auth_basic, htpasswd from `openssl passwd -apr1`), a bearer token, and a bearer token plus an X-Scope-OrgID header. Every kubeconfig form is served through its gateway with the values of the generated data (CA file and certificate-authority-data, client certificate/key files and *-data, token and tokenFile, username/password, insecure-skip-tls-verify); a missing or wrong credential gives a Status that says why while the adapter keeps running. In-cluster auth runs the adapter in a private mount namespace whose /var/run/secrets/kubernetes.io/serviceaccount is a bind-mounted temp dir. Broken TLS material (missing, a directory, garbage, a key that does not match) in flags, kubeconfigs and ca.crt stops the adapter at start, naming the flag or kubeconfig field, the path and the reason.
+# test_backend_auth.sh: --prometheus-auth-config and --prometheus-auth-incluster against real TLS gateways (Debian's nginx in front of a real Prometheus, certificates made here with openssl), each checking one credential: a client certificate (ssl_verify_client), basic auth (auth_basic, htpasswd from `openssl passwd -apr1`), a bearer token, and a bearer token plus an X-Scope-OrgID header. A kubeconfig's tls-server-name is honoured (a gateway whose certificate names another host than the URL's: the adapter asks for and checks that name while connecting to the URL's address), and a kubeconfig credential goes with --prometheus-header. Every kubeconfig form is served through its gateway with the values of the generated data (CA file and certificate-authority-data, client certificate/key files and *-data, token and tokenFile, username/password, insecure-skip-tls-verify); a missing or wrong credential gives a Status that says why while the adapter keeps running. In-cluster auth runs the adapter in a private mount namespace whose /var/run/secrets/kubernetes.io/serviceaccount is a bind-mounted temp dir. Broken TLS material (missing, a directory, garbage, a key that does not match) in flags, kubeconfigs and ca.crt stops the adapter at start, naming the flag or kubeconfig field, the path and the reason.
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh
@@ -18,6 +18,7 @@ want_bert=$(expected_agg DCGM_FI_DEV_GPU_UTIL avg pod '.labels.namespace == "ml"
 PKI="$CMA_TMP/pki"
 mkdir -p "$PKI"
 make_ca "$PKI" server-ca && make_cert "$PKI" gateway server-ca IP:127.0.0.1 &&
+  make_cert "$PKI" named-gateway server-ca DNS:prometheus.example.test &&
   make_ca "$PKI" client-ca && make_cert "$PKI" adapter client-ca &&
   make_ca "$PKI" other-ca && make_cert "$PKI" stranger other-ca || {
   t_fail "openssl: make the certificates"
@@ -26,16 +27,19 @@ make_ca "$PKI" server-ca && make_cert "$PKI" gateway server-ca IP:127.0.0.1 &&
 }
 TOKEN=bearer-0123456789abcdef
 SA_TOKEN=sa-token-fedcba9876543210
+KC_TENANT_TOKEN=kc-tenant-token-13579bdf
 USER_NAME=prom-reader
 PASSWORD='s3cret: with spaces & $hell chars'
 printf '%s:%s\n' "$USER_NAME" "$(openssl passwd -apr1 "$PASSWORD")" >"$PKI/htpasswd"
 printf '%s\n' "$TOKEN" >"$PKI/token"
-P_MTLS=$(free_port) P_BASIC=$(free_port) P_BEARER=$(free_port) P_TENANT=$(free_port)
+P_MTLS=$(free_port) P_BASIC=$(free_port) P_BEARER=$(free_port) P_TENANT=$(free_port) P_NAMED=$(free_port)
 tls="ssl_certificate $PKI/gateway.crt; ssl_certificate_key $PKI/gateway.key;"
 up="proxy_pass $PROM_URL;"
 cat >"$CMA_TMP/gateways.conf" <<EOF
 map \$http_authorization \$bearer_ok { default 0; "Bearer $TOKEN" 1; }
-map "\$http_authorization|\$http_x_scope_orgid" \$tenant_ok { default 0; "Bearer $SA_TOKEN|tenant-a" 1; }
+map "\$http_authorization|\$http_x_scope_orgid" \$tenant_ok { default 0; "Bearer $SA_TOKEN|tenant-a" 1;
+  "Bearer $KC_TENANT_TOKEN|tenant-a" 1; }
+log_format named '\$server_port \$status "\$ssl_server_name" "\$http_host" "\$http_authorization"';
 server { listen 127.0.0.1:$P_MTLS ssl; $tls
   ssl_verify_client on; ssl_client_certificate $PKI/client-ca.crt;
   location / { $up } }
@@ -46,6 +50,12 @@ server { listen 127.0.0.1:$P_BEARER ssl; $tls
   location / { if (\$bearer_ok = 0) { return 401 "bearer token required\n"; } $up } }
 server { listen 127.0.0.1:$P_TENANT ssl; $tls
   location / { if (\$tenant_ok = 0) { return 401 "token and X-Scope-OrgID required\n"; } $up } }
+# a certificate for prometheus.example.test only (not 127.0.0.1): for tls-server-name; logs the
+# TLS server name the client asked for and the Host header
+server { listen 127.0.0.1:$P_NAMED ssl;
+  ssl_certificate $PKI/named-gateway.crt; ssl_certificate_key $PKI/named-gateway.key;
+  access_log $CMA_TMP/named-access.log named;
+  location / { if (\$bearer_ok = 0) { return 401 "bearer token required\n"; } $up } }
 EOF
 if ! start_nginx "$CMA_TMP/gateways.conf"; then
   t_fail "start nginx"
@@ -69,6 +79,14 @@ t_eq "gateway tenant: token without the header: 401" 401 \
   "$(code -H "Authorization: Bearer $SA_TOKEN" "https://127.0.0.1:$P_TENANT$Q")"
 t_eq "gateway tenant: token and header: 200" 200 \
   "$(code -H "Authorization: Bearer $SA_TOKEN" -H 'X-Scope-OrgID: tenant-a' "https://127.0.0.1:$P_TENANT$Q")"
+t_eq "gateway tenant: the kubeconfig's token without the header: 401" 401 \
+  "$(code -H "Authorization: Bearer $KC_TENANT_TOKEN" "https://127.0.0.1:$P_TENANT$Q")"
+NAMED=prometheus.example.test
+t_eq "gateway named: its certificate does not name 127.0.0.1 (curl: exit 60)" 60 \
+  "$(code -H "Authorization: Bearer $TOKEN" "https://127.0.0.1:$P_NAMED$Q" >/dev/null; echo $?)"
+t_eq "gateway named: asked as $NAMED, connected to 127.0.0.1: 200" 200 \
+  "$(code -H "Authorization: Bearer $TOKEN" --connect-to "$NAMED:$P_NAMED:127.0.0.1:$P_NAMED" \
+    "https://$NAMED:$P_NAMED$Q")"
 
 # --- kubeconfigs ------------------------------------------------------------------------------------
 b64() { base64 -w0 <"$1"; }
@@ -116,6 +134,9 @@ kubeconfig "$KC/wrong-password.yaml" "$CA_FILE" "    username: $USER_NAME
 kubeconfig "$KC/wrong-ca.yaml" "    certificate-authority: $PKI/other-ca.crt" "    token: $TOKEN"
 kubeconfig "$KC/stranger.yaml" "$CA_FILE" "    client-certificate: $PKI/stranger.crt
     client-key: $PKI/stranger.key"
+kubeconfig "$KC/tenant.yaml" "$CA_FILE" "    token: $KC_TENANT_TOKEN"
+kubeconfig "$KC/named.yaml" "$CA_FILE
+    tls-server-name: $NAMED" "    token: $TOKEN"
 
 # served NAME PORT FLAGS...: the adapter through gateway PORT serves the per-pod values.
 served() {
@@ -169,6 +190,16 @@ served "--prometheus-token-file wins over the kubeconfig's token" "$P_BEARER" \
   --prometheus-auth-config="$KC/wrong-token.yaml" --prometheus-token-file="$CMA_TMP/flag-token"
 served "--prometheus-ca-file wins over the kubeconfig's CA" "$P_BEARER" \
   --prometheus-auth-config="$KC/wrong-ca.yaml" --prometheus-ca-file="$PKI/server-ca.crt"
+# The kubeconfig's credential together with --prometheus-header (Mimir/Cortex tenants).
+served "kubeconfig token with --prometheus-header" "$P_TENANT" \
+  --prometheus-auth-config="$KC/tenant.yaml" --prometheus-header=X-Scope-OrgID=tenant-a
+t_ok "... nginx saw the kubeconfig's token and the tenant header" \
+  grep -q "^$P_TENANT 200 \"Bearer $KC_TENANT_TOKEN\" \"tenant-a\"" "$NGINX_DIR/access.log"
+# tls-server-name: the connection goes to the URL's 127.0.0.1, the certificate asked for and
+# checked is $NAMED's, and the Host header stays the URL's (as client-go's ServerName).
+served "kubeconfig tls-server-name" "$P_NAMED" --prometheus-auth-config="$KC/named.yaml"
+t_ok "... nginx was asked for $NAMED (SNI), with Host 127.0.0.1:$P_NAMED and the token" \
+  grep -q "^$P_NAMED 200 \"$NAMED\" \"127.0.0.1:$P_NAMED\" \"Bearer $TOKEN\"" "$CMA_TMP/named-access.log"
 
 refused "no client certificate" "$P_MTLS" "HTTP 400" --prometheus-auth-config="$KC/no-cert.yaml"
 refused "a client certificate of another CA" "$P_MTLS" "HTTP 400" --prometheus-auth-config="$KC/stranger.yaml"
@@ -176,24 +207,18 @@ refused "wrong token" "$P_BEARER" "HTTP 401.*check credentials" --prometheus-aut
 refused "wrong password" "$P_BASIC" "HTTP 401.*check credentials" --prometheus-auth-config="$KC/wrong-password.yaml"
 refused "a CA that did not sign the gateway" "$P_BEARER" "SSL certificate problem" \
   --prometheus-auth-config="$KC/wrong-ca.yaml"
+refused "without tls-server-name, a certificate for $NAMED only" "$P_NAMED" \
+  "no alternative certificate subject name matches" --prometheus-auth-config="$KC/token.yaml"
 
 # --- in-cluster: the pod's service-account directory -------------------------------------------------
 SA="$CMA_TMP/serviceaccount"
 mkdir -p "$SA"
 printf '%s\n' "$SA_TOKEN" >"$CMA_TMP/sa-token"
 projected_write "$SA" 2026_01_01_00_00_00.1 token="$CMA_TMP/sa-token" ca.crt="$PKI/server-ca.crt"
-# The wrapper: a private mount namespace (tmpfs over /run, so the host is untouched) in which
+# The wrapper (tests/lib/in-pod.sh): a private mount namespace in which
 # /var/run/secrets/kubernetes.io/serviceaccount is $SA_MOUNT. Nothing in the adapter knows.
-cat >"$CMA_TMP/in-pod.sh" <<'EOF'
-#!/bin/sh
-exec unshare -m --propagation private sh -c '
-  mount -t tmpfs cma-run /run &&
-  mkdir -p /run/secrets/kubernetes.io/serviceaccount &&
-  mount --bind "$SA_MOUNT" /run/secrets/kubernetes.io/serviceaccount &&
-  exec "$@"' in-pod "$@"
-EOF
-chmod +x "$CMA_TMP/in-pod.sh"
-IN_POD="$CMA_TMP/in-pod.sh ${CMA_WRAPPER:-}"
+IN_POD_SH="sh $CMA_ROOT/tests/lib/in-pod.sh"
+IN_POD="$IN_POD_SH ${CMA_WRAPPER:-}"
 export SA_MOUNT=$SA
 if [ "$(id -u)" != 0 ] || ! unshare -m --propagation private true 2>/dev/null; then
   t_fail "in-cluster: needs root and unshare -m (a private mount namespace)"
@@ -278,10 +303,10 @@ if [ "$(id -u)" = 0 ]; then
   mkdir -p "$BAD_SA"
   cp "$CMA_TMP/sa-token" "$BAD_SA/token"
   cp "$CMA_TMP/garbage.pem" "$BAD_SA/ca.crt"
-  SA_MOUNT=$BAD_SA FF_WRAPPER="$CMA_TMP/in-pod.sh" fails_fast "in-cluster ca.crt garbage" \
+  SA_MOUNT=$BAD_SA FF_WRAPPER="$IN_POD_SH" fails_fast "in-cluster ca.crt garbage" \
     "--prometheus-auth-incluster in-cluster service account ca.crt /var/run/secrets/kubernetes.io/serviceaccount/ca.crt: no PEM certificate" \
     --prometheus-auth-incluster
-  SA_MOUNT=$BAD_SA FF_WRAPPER="env KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=1 $CMA_TMP/in-pod.sh" \
+  SA_MOUNT=$BAD_SA FF_WRAPPER="env KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=1 $IN_POD_SH" \
     fails_fast "the kube client's in-cluster ca.crt garbage" \
     "kubernetes client: in-cluster service account ca.crt /var/run/secrets/kubernetes.io/serviceaccount/ca.crt: no PEM certificate" \
     --prometheus-token-file="$CMA_TMP/flag-token" --lister-kubeconfig=

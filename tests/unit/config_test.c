@@ -647,6 +647,96 @@ static void test_cma_config_load_string__anchors_and_aliases(void **state)
     cma_config_free(cfg);
 }
 
+/* Merge keys as yaml.v2 decodes them into prometheus-adapter's structs (every case here loads
+ * there too): in document order, a mapping decoded into a field a merge already filled combines
+ * with it, the earlier of several merged mappings wins; positions stay where the text is. */
+static void test_cma_config_load_string__merge_keys(void **state)
+{
+    (void)state;
+    struct cma_config *cfg =
+        load_ok("rules:\n"
+                "- &base\n"
+                "  seriesQuery: base_q\n"
+                "  resources: &res\n"
+                "    overrides:\n"
+                "      namespace: {resource: namespace}\n"
+                "      pod: {resource: pod}\n"
+                "  metricsQuery: sum(<<.Series>>)\n"
+                "- <<: *base\n"
+                "  seriesQuery: own_q\n"
+                "- <<: *base\n"
+                "  name: &nm {matches: ^(.*)_total$, as: first_as}\n"
+                "  resources:\n"
+                "    overrides:\n"
+                "      service: {resource: service}\n"
+                "- <<: [{name: {as: earlier}}, {name: *nm}, {metricsQuery: later}]\n"
+                "  seriesQuery: fourth\n"
+                "- metricsQuery: own\n"
+                "  <<: {metricsQuery: merged_after, seriesQuery: fifth}\n");
+    assert_int_equal(cfg->n_rules, 5);
+    const struct cma_config_rule *r = cfg->rules;
+    /* rule 2: every key of rule 1 but its own seriesQuery */
+    assert_str(&r[1].series_query, "own_q");
+    assert_int_equal(r[1].series_query.pos.line, 10);
+    assert_str(&r[1].metrics_query, "sum(<<.Series>>)");
+    assert_int_equal(r[1].metrics_query.pos.line, 8); /* where the merged text is */
+    assert_int_equal(r[1].metrics_query.pos.column, 17);
+    assert_int_equal(r[1].resources.n_overrides, 2);
+    assert_string_equal(r[1].resources.overrides[1].label, "pod");
+    /* rule 3: its own overrides add to the merged ones (yaml.v2 decodes into the filled map) */
+    assert_str(&r[2].series_query, "base_q");
+    assert_int_equal(r[2].resources.n_overrides, 3);
+    const struct cma_config_override *ov = r[2].resources.overrides;
+    assert_string_equal(ov[0].label, "namespace");
+    assert_string_equal(ov[1].label, "pod");
+    assert_int_equal(ov[1].pos.line, 7);
+    assert_string_equal(ov[2].label, "service");
+    assert_str(&ov[2].resource, "service");
+    assert_int_equal(ov[2].pos.line, 15);
+    /* rule 4: a list of maps, the earlier wins, key by key within name; keys only the later
+     * ones have still come in */
+    assert_str(&r[3].name_as, "earlier");
+    assert_str(&r[3].name_matches, "^(.*)_total$");
+    assert_str(&r[3].metrics_query, "later");
+    assert_str(&r[3].series_query, "fourth");
+    /* rule 5: a merge key after the own key applies after it, as in yaml.v2 */
+    assert_str(&r[4].metrics_query, "merged_after");
+    assert_str(&r[4].series_query, "fifth");
+    cma_config_free(cfg);
+    /* at the top level too, and an empty merge adds nothing */
+    cfg = load_ok("<<: [{rules: [{seriesQuery: top}]}, {}]\nexternalRules: []\n");
+    assert_int_equal(cfg->n_rules, 1);
+    assert_str(&cfg->rules[0].series_query, "top");
+    assert_int_equal(cfg->rules[0].series_query.pos.column, 29);
+    cma_config_free(cfg);
+    cfg = load_ok("rules:\n- <<: []\n  seriesQuery: a\n- {<<: {}}\n");
+    assert_int_equal(cfg->n_rules, 2);
+    assert_str(&cfg->rules[0].series_query, "a");
+    assert_false(cfg->rules[1].series_query.set);
+    cma_config_free(cfg);
+}
+
+static void test_cma_config_load_string__merge_key_errors(void **state)
+{
+    (void)state;
+    const char *want = "map merge requires map or sequence of maps as the value";
+    char buf[200];
+    snprintf(buf, sizeof(buf), "cfg.yaml:3:3: %s", want);
+    load_fails("rules:\n- seriesQuery: a\n  <<: x\n", CMA_ERR_CONFIG_TYPE, buf);
+    load_fails("rules:\n- seriesQuery: a\n  <<: ~\n", CMA_ERR_CONFIG_TYPE, buf);
+    load_fails("rules:\n- seriesQuery: a\n  <<: [{name: {}}, [b]]\n", CMA_ERR_CONFIG_TYPE, buf);
+    load_fails("a: &s [x]\nrules:\n- <<: *s\n", CMA_ERR_CONFIG_TYPE, buf);
+    /* a key written twice stays an error, merged or not */
+    load_fails("rules:\n- <<: {seriesQuery: a}\n  metricsQuery: b\n  metricsQuery: c\n",
+               CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:4:3: mapping key \"metricsQuery\" already defined at "
+               "line 3");
+    /* quoted, "<<" is an ordinary key */
+    load_fails("rules:\n- '<<': {seriesQuery: a}\n", CMA_ERR_CONFIG_KEY,
+               "cfg.yaml:2:3: unknown key \"<<\" (allowed: seriesQuery, seriesFilters, "
+               "resources, name, metricsQuery, backend, maxSampleAge)");
+}
+
 /* ---- errors --------------------------------------------------------------------------------- */
 
 static void test_cma_config_load_string__unknown_keys(void **state)
@@ -675,11 +765,11 @@ static void test_cma_config_load_string__unknown_keys(void **state)
     load_fails("resourceRules:\n  memory:\n    resources: {templates: x}\n", CMA_ERR_CONFIG_KEY,
                "cfg.yaml:3:17: unknown key \"templates\" (allowed: overrides, template, "
                "namespaced)");
-    load_fails("<<: {rules: []}\n", CMA_ERR_CONFIG_KEY,
-               "cfg.yaml:1:1: merge keys (<<) are not supported: write the keys out in full");
-    load_fails("rules:\n- resources:\n    overrides:\n      <<: {pod: {resource: pod}}\n",
+    /* a key reached through a merge key is checked where it is written */
+    load_fails("rules:\n- &b {seriesQuery: up}\n- <<: [{metricsQuery: x}, {seriesquery: up}]\n",
                CMA_ERR_CONFIG_KEY,
-               "cfg.yaml:4:7: merge keys (<<) are not supported: write the keys out in full");
+               "cfg.yaml:3:28: unknown key \"seriesquery\" (allowed: seriesQuery, seriesFilters, "
+               "resources, name, metricsQuery, backend, maxSampleAge)");
     load_fails("'<<': 1\n", CMA_ERR_CONFIG_KEY,
                "cfg.yaml:1:1: unknown key \"<<\" (allowed: rules, externalRules, resourceRules, "
                "backends)");
@@ -1377,6 +1467,8 @@ int main(void)
         cmocka_unit_test(test_cma_config_load_string__second_document_is_a_warning),
         cmocka_unit_test(test_cma_config_load_string__empty_filter_side_counts_as_absent),
         cmocka_unit_test(test_cma_config_load_string__anchors_and_aliases),
+        cmocka_unit_test(test_cma_config_load_string__merge_keys),
+        cmocka_unit_test(test_cma_config_load_string__merge_key_errors),
         cmocka_unit_test(test_cma_config_load_string__unknown_keys),
         cmocka_unit_test(test_cma_config_load_string__wrong_shapes),
         cmocka_unit_test(test_cma_config_load_string__filter_checks),

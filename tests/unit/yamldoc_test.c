@@ -225,6 +225,123 @@ static void test_cma_ydoc_parse__duplicate_key_in_large_mapping(void **state)
     assert_string_equal(out, "t.yaml:41:1: mapping key \"k30\" already defined at line 31");
 }
 
+static void test_cma_ydoc_parse__merge_keys_expand(void **state)
+{
+    (void)state;
+    struct cma_ydoc *doc = parse_ok("a: &a {x: 1, y: 2}\n"
+                                    "b: &b {y: 3, z: 4}\n"
+                                    "m:\n"
+                                    "  first: 0\n"
+                                    "  <<: [*a, *b]\n"
+                                    "  x: own\n"
+                                    "n: {'<<': *b}\n");
+    const struct cma_ynode *root = cma_ydoc_root(doc);
+    const struct cma_ynode *a = cma_ynode_get(root, "a"), *b = cma_ynode_get(root, "b");
+    const struct cma_ynode *m = cma_ynode_get(root, "m");
+    /* document order, the merged keys where "<<" was; x is m's own, y comes from a (earlier) */
+    assert_int_equal(m->n_pairs, 4);
+    const char *keys[] = {"first", "y", "z", "x"};
+    for (size_t i = 0; i < 4; i++)
+        assert_string_equal(m->pairs[i].key->scalar, keys[i]);
+    assert_string_equal(cma_ynode_get(m, "x")->scalar, "own");
+    assert_int_equal(cma_ynode_get(m, "x")->line, 6);
+    assert_ptr_equal(cma_ynode_get(m, "y"), cma_ynode_get(a, "y"));
+    assert_ptr_equal(cma_ynode_get(m, "z"), cma_ynode_get(b, "z"));
+    assert_int_equal(m->pairs[1].key->line, 1); /* the merged key keeps its own position */
+    assert_int_equal(m->pairs[1].key->column, 14);
+    assert_null(cma_ynode_get(m, "<<"));
+    /* a quoted '<<' is a plain key */
+    const struct cma_ynode *n = cma_ynode_get(root, "n");
+    assert_int_equal(n->n_pairs, 1);
+    assert_ptr_equal(cma_ynode_get(n, "<<"), b);
+    cma_ydoc_free(doc);
+}
+
+/* yaml.v2's order: a key set again takes the new value, two mappings combine key by key. */
+static void test_cma_ydoc_parse__merge_keys_decode_order(void **state)
+{
+    (void)state;
+    struct cma_ydoc *doc = parse_ok("base: &b {q: 1, r: {x: 1, y: 1}, s: [1]}\n"
+                                    "m: {q: own, <<: *b}\n"
+                                    "n:\n"
+                                    "  <<: *b\n"
+                                    "  r: {y: 2, z: 2}\n"
+                                    "  s: [2]\n");
+    const struct cma_ynode *root = cma_ydoc_root(doc);
+    const struct cma_ynode *b = cma_ynode_get(root, "base");
+    const struct cma_ynode *m = cma_ynode_get(root, "m"), *n = cma_ynode_get(root, "n");
+    assert_ptr_equal(cma_ynode_get(m, "q"), cma_ynode_get(b, "q")); /* the merge came after */
+    assert_ptr_equal(cma_ynode_get(m, "r"), cma_ynode_get(b, "r"));
+    const struct cma_ynode *r = cma_ynode_get(n, "r");
+    assert_int_equal(r->n_pairs, 3);
+    assert_string_equal(cma_ynode_get(r, "x")->scalar, "1");
+    assert_string_equal(cma_ynode_get(r, "y")->scalar, "2");
+    assert_string_equal(cma_ynode_get(r, "z")->scalar, "2");
+    assert_int_equal(r->line, 5); /* the combined mapping stands where n's own r is */
+    assert_int_equal(r->column, 6);
+    assert_int_equal(cma_ynode_get(b, "r")->n_pairs, 2); /* the source is untouched */
+    const struct cma_ynode *sq = cma_ynode_get(n, "s");
+    assert_int_equal(sq->n_items, 1); /* lists are replaced, not combined */
+    assert_string_equal(sq->items[0]->scalar, "2");
+    cma_ydoc_free(doc);
+}
+
+static void test_cma_ydoc_parse__merge_key_errors(void **state)
+{
+    (void)state;
+    char out[600];
+    const char *bad[] = {"m: {<<: 1}\n", "m: {<<: [{a: 1}, 2]}\n", "s: &s [1]\nm: {<<: *s}\n",
+                         "m: {<<: [[{}]]}\n"};
+    const char *want[] = {"t.yaml:1:5:", "t.yaml:1:5:", "t.yaml:2:5:", "t.yaml:1:5:"};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(parse_err(bad[i], strlen(bad[i]), out, sizeof(out)), CMA_ERR_CONFIG_TYPE);
+        assert_string_equal(strchr(out, ' ') + 1,
+                            "map merge requires map or sequence of maps as the value");
+        assert_memory_equal(out, want[i], strlen(want[i]));
+    }
+    const char *twice = "m: {<<: {a: 1}, <<: {b: 2}}\n";
+    assert_int_equal(parse_err(twice, strlen(twice), out, sizeof(out)), CMA_ERR_CONFIG_KEY);
+    assert_string_equal(out, "t.yaml:1:17: mapping key \"<<\" already defined at line 1");
+}
+
+/* A 1000-key anchor merged into `copies` mappings; the caller frees the text. */
+static char *merge_copies(int copies, size_t *len)
+{
+    size_t cap = 64 << 10, n = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    n += (size_t)snprintf(text + n, cap - n, "a: &a {");
+    for (int i = 0; i < 1000; i++)
+        n += (size_t)snprintf(text + n, cap - n, "%sk%d: 1", i ? ", " : "", i);
+    n += (size_t)snprintf(text + n, cap - n, "}\nl:\n");
+    for (int i = 0; i < copies && n + 16 < cap; i++)
+        n += (size_t)snprintf(text + n, cap - n, "- <<: *a\n");
+    assert_true(n + 16 < cap);
+    *len = n;
+    return text;
+}
+
+static void test_cma_ydoc_parse__merge_key_limit(void **state)
+{
+    (void)state;
+    size_t len;
+    char *text = merge_copies(1000, &len); /* 1e6 merged keys: under 1 Mi */
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_ydoc *doc = NULL;
+    assert_int_equal(cma_ydoc_parse("t.yaml", text, len, &doc, &err), CMA_OK);
+    const struct cma_ynode *l = cma_ynode_get(cma_ydoc_root(doc), "l");
+    assert_int_equal(l->n_items, 1000);
+    assert_int_equal(l->items[999]->n_pairs, 1000);
+    cma_ydoc_free(doc);
+    free(text);
+    text = merge_copies(1100, &len);
+    char out[600];
+    assert_int_equal(parse_err(text, len, out, sizeof(out)), CMA_ERR_TOO_LARGE);
+    assert_non_null(strstr(out, "document merges more than 1048576 keys (<<)"));
+    free(text);
+}
+
 static void test_cma_ydoc_parse__syntax_error_position(void **state)
 {
     (void)state;
@@ -434,6 +551,10 @@ int main(void)
         cmocka_unit_test(test_cma_ydoc_parse__alias_bomb_is_rejected),
         cmocka_unit_test(test_cma_ydoc_parse__duplicate_key),
         cmocka_unit_test(test_cma_ydoc_parse__duplicate_key_in_large_mapping),
+        cmocka_unit_test(test_cma_ydoc_parse__merge_keys_expand),
+        cmocka_unit_test(test_cma_ydoc_parse__merge_keys_decode_order),
+        cmocka_unit_test(test_cma_ydoc_parse__merge_key_errors),
+        cmocka_unit_test(test_cma_ydoc_parse__merge_key_limit),
         cmocka_unit_test(test_cma_ydoc_parse__syntax_error_position),
         cmocka_unit_test(test_cma_ydoc_parse__tab_indentation),
         cmocka_unit_test(test_cma_ydoc_parse__invalid_utf8_position),
