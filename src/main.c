@@ -159,8 +159,9 @@ static struct cma_kube *logged_kube(struct cma_kube *k)
 
 /* ---- named backends (`backends:` in the rules file, this project's extension) -------------- */
 
-/* A backend under its config name: /metrics' backend label, error messages and logs say the
- * name (never the URL's credentials); calls go to the inner backend. */
+/* A backend under its config name (the flags' backend: its URL for display, cma_url_display):
+ * /metrics' backend label, explain, error messages and logs say the name, never the URL's
+ * credentials; calls go to the inner backend. */
 struct named_backend {
     struct cma_backend inner;
     const char *name;
@@ -192,6 +193,7 @@ static const struct cma_backend_ops NAMED_OPS = {named_query, named_series, name
 /* One named backend's client, as the flags' one is built, from its config entry. */
 struct backend_slot {
     struct cma_prom *prom;
+    char *url_display; /* the url without its userinfo, for the start-up log */
     struct named_backend named;
     struct cma_backend_measured measured;
     struct cma_backend_limit *limit; /* --prometheus-max-concurrent-queries, inside the cache */
@@ -205,8 +207,10 @@ struct runtime {
     struct cma_config *cfg;
     struct cma_ruleset *rules;
     struct cma_prom *prom;
+    char *prom_display;                        /* --prometheus-url without its userinfo */
+    struct named_backend prom_named;           /* the client under prom_display */
     struct cma_metrics *metrics;               /* /metrics: every component records here */
-    struct cma_backend_measured backend_state; /* the Prometheus client, measured: */
+    struct cma_backend_measured backend_state; /* prom_named, measured: */
     struct cma_backend backend;                /* what the app and discovery call */
     struct cma_backend_limit *limit;       /* --prometheus-max-concurrent-queries around backend */
     struct cma_backend_cache *query_cache; /* coalescing + --metrics-cache-ttl around limit: */
@@ -325,8 +329,49 @@ static int new_limit(const struct runtime *rt, const struct cma_backend *inner, 
     return 0;
 }
 
-/* Creates the config's backends, each measured under its name and wrapped by the query cache,
- * fills the tables discovery and the rules use ([0]: the flags' backend) and binds the rules. */
+/* Backend i of the tables (config entry b, i >= 1): its client, measured under its name, inside
+ * its concurrency bound and the query cache. */
+static int start_named_backend(struct runtime *rt, size_t i, const struct cma_config_backend *b)
+{
+    struct cma_err err;
+    cma_err_clear(&err);
+    rt->query_limits[i] =
+        (size_t)(b->max_query_length ? b->max_query_length : rt->opts->prometheus_max_query_length);
+    struct backend_slot *s = &rt->slots[i];
+    snprintf(s->trace, sizeof(s->trace), "backend %s", b->name.s);
+    snprintf(s->creds, sizeof(s->creds), "backend %s credentials", b->name.s);
+    s->log = (struct client_log){s->trace, s->creds};
+    if (new_named_prom(rt, b, s, &err) != CMA_OK) {
+        char what[256];
+        snprintf(what, sizeof(what), "backend %s (%s:%u:%u)", b->name.s, b->pos.file, b->pos.line,
+                 b->pos.column);
+        log_err(what, &err);
+        return 1;
+    }
+    rt->backend_names[i] = b->name.s;
+    if (!(s->url_display = cma_url_display(b->url.s))) {
+        cma_log_error("out of memory");
+        return 1;
+    }
+    s->named = (struct named_backend){cma_backend_prom(s->prom), b->name.s};
+    struct cma_backend named = {&NAMED_OPS, &s->named};
+    rt->series_backends[i] = cma_backend_measured(&named, rt->metrics, &s->measured);
+    int64_t timeout_ms = b->timeout_ms ? b->timeout_ms : rt->opts->prometheus_timeout_ms;
+    struct cma_backend limited;
+    if (new_limit(rt, &rt->series_backends[i], timeout_ms, &s->limit, &limited) != 0)
+        return 1;
+    if (cma_backend_cache_wrap(rt->query_cache, &limited, &rt->query_backends[i], &err) != CMA_OK) {
+        log_err("query cache", &err);
+        return 1;
+    }
+    cma_log_info("backend %s: %s (%s, %zu headers, %zu query parameters%s)", b->name.s,
+                 s->url_display, b->use_post ? "POST" : "GET", b->n_headers, b->n_query_params,
+                 b->max_query_length ? ", maxQueryLength" : "");
+    return 0;
+}
+
+/* Creates the config's backends (start_named_backend), fills the tables discovery and the rules
+ * use ([0]: the flags' backend) and binds the rules. */
 static int start_named_backends(struct runtime *rt)
 {
     struct cma_err err;
@@ -346,38 +391,9 @@ static int start_named_backends(struct runtime *rt)
     rt->series_backends[0] = rt->backend;
     rt->query_backends[0] = rt->cached_backend;
     rt->query_limits[0] = (size_t)rt->opts->prometheus_max_query_length;
-    for (size_t i = 1; i < n; i++) {
-        const struct cma_config_backend *b = &rt->cfg->backends[i - 1];
-        rt->query_limits[i] = (size_t)(b->max_query_length ? b->max_query_length
-                                                           : rt->opts->prometheus_max_query_length);
-        struct backend_slot *s = &rt->slots[i];
-        snprintf(s->trace, sizeof(s->trace), "backend %s", b->name.s);
-        snprintf(s->creds, sizeof(s->creds), "backend %s credentials", b->name.s);
-        s->log = (struct client_log){s->trace, s->creds};
-        if (new_named_prom(rt, b, s, &err) != CMA_OK) {
-            char what[256];
-            snprintf(what, sizeof(what), "backend %s (%s:%u:%u)", b->name.s, b->pos.file,
-                     b->pos.line, b->pos.column);
-            log_err(what, &err);
+    for (size_t i = 1; i < n; i++)
+        if (start_named_backend(rt, i, &rt->cfg->backends[i - 1]) != 0)
             return 1;
-        }
-        rt->backend_names[i] = b->name.s;
-        s->named = (struct named_backend){cma_backend_prom(s->prom), b->name.s};
-        struct cma_backend named = {&NAMED_OPS, &s->named};
-        rt->series_backends[i] = cma_backend_measured(&named, rt->metrics, &s->measured);
-        int64_t timeout_ms = b->timeout_ms ? b->timeout_ms : rt->opts->prometheus_timeout_ms;
-        struct cma_backend limited;
-        if (new_limit(rt, &rt->series_backends[i], timeout_ms, &s->limit, &limited) != 0)
-            return 1;
-        if (cma_backend_cache_wrap(rt->query_cache, &limited, &rt->query_backends[i], &err) !=
-            CMA_OK) {
-            log_err("query cache", &err);
-            return 1;
-        }
-        cma_log_info("backend %s: %s (%s, %zu headers, %zu query parameters%s)", b->name.s,
-                     cma_prom_url(s->prom), b->use_post ? "POST" : "GET", b->n_headers,
-                     b->n_query_params, b->max_query_length ? ", maxQueryLength" : "");
-    }
     if (cma_ruleset_bind_backends(rt->rules, rt->backend_names, rt->query_backends,
                                   rt->query_limits, n, &err) != CMA_OK) {
         log_err(NULL, &err);
@@ -391,6 +407,7 @@ static void named_backends_free(struct runtime *rt)
     for (size_t i = 0; rt->slots && i < rt->n_backends; i++) {
         cma_backend_limit_free(rt->slots[i].limit);
         cma_prom_free(rt->slots[i].prom);
+        free(rt->slots[i].url_display);
     }
     free(rt->slots);
     free(rt->backend_names);
@@ -430,6 +447,7 @@ static void runtime_done(struct runtime *rt)
     cma_backend_limit_free(rt->limit);
     named_backends_free(rt);
     cma_prom_free(rt->prom);
+    free(rt->prom_display);
     cma_ruleset_free(rt->rules);
     cma_config_free(rt->cfg);
     cma_options_free(rt->opts);
@@ -588,8 +606,13 @@ static int start_clients(struct runtime *rt)
         log_err("prometheus client", &err);
         return 1;
     }
+    if (!(rt->prom_display = cma_url_display(o->prometheus_url))) {
+        cma_log_error("out of memory");
+        return 1;
+    }
     register_reload_metrics(rt);
-    struct cma_backend prom = cma_backend_prom(rt->prom);
+    rt->prom_named = (struct named_backend){cma_backend_prom(rt->prom), rt->prom_display};
+    struct cma_backend prom = {&NAMED_OPS, &rt->prom_named};
     rt->backend = cma_backend_measured(&prom, rt->metrics, &rt->backend_state);
     if (start_query_cache(rt) != 0 || start_named_backends(rt) != 0)
         return 1;
@@ -598,8 +621,7 @@ static int start_clients(struct runtime *rt)
         return 1;
     }
     logged_kube(rt->kube);
-    cma_log_info("backend %s, kube-apiserver %s", cma_prom_url(rt->prom),
-                 cma_kube_server(rt->kube));
+    cma_log_info("backend %s, kube-apiserver %s", rt->prom_display, cma_kube_server(rt->kube));
     /* The pod watch cache (LIST+WATCH in its own thread); other resources' on first use. */
     struct cma_objcache_observer cache_log = {.on_event = log_cache_event};
     if (cma_objcache_registry_new_observed(rt->kube, &cache_log, &rt->caches, &err) != CMA_OK) {
@@ -932,6 +954,78 @@ static enum cma_errc check_reloaded(const struct runtime *rt, const struct cma_r
     return cma_options_validate(rt->opts, rs->n_rules > 0, err);
 }
 
+/* ---- a reload keeps the backends the process started with ---- */
+
+static bool same_str(const struct cma_config_str *a, const struct cma_config_str *b)
+{
+    return a->set == b->set && (!a->set || cma_str_eq(a->s, b->s));
+}
+
+static bool same_kv(const struct cma_config_kv *a, size_t na, const struct cma_config_kv *b,
+                    size_t nb)
+{
+    if (na != nb)
+        return false;
+    for (size_t i = 0; i < na; i++)
+        if (!cma_str_eq(a[i].key, b[i].key) || !cma_str_eq(a[i].value, b[i].value))
+            return false;
+    return true;
+}
+
+/* The first setting in which a reloaded backend differs from the one the process started with
+ * (its name, never its value: some are secrets), or NULL when they are the same. */
+static const char *backend_change(const struct cma_config_backend *was,
+                                  const struct cma_config_backend *now)
+{
+    const struct {
+        const char *name;
+        bool same;
+    } settings[] = {
+        {"url", same_str(&was->url, &now->url)},
+        {"verb", was->use_post == now->use_post},
+        {"timeout", was->timeout_ms == now->timeout_ms},
+        {"headers", same_kv(was->headers, was->n_headers, now->headers, now->n_headers)},
+        {"queryParameters",
+         same_kv(was->query_params, was->n_query_params, now->query_params, now->n_query_params)},
+        {"maxQueryLength", was->max_query_length == now->max_query_length},
+        {"bearerTokenFile", same_str(&was->bearer_token_file, &now->bearer_token_file)},
+        {"basicAuth.username", same_str(&was->basic_username, &now->basic_username)},
+        {"basicAuth.passwordFile", same_str(&was->basic_password_file, &now->basic_password_file)},
+        {"tls.caFile", same_str(&was->ca_file, &now->ca_file)},
+        {"tls.certFile", same_str(&was->cert_file, &now->cert_file)},
+        {"tls.keyFile", same_str(&was->key_file, &now->key_file)},
+        {"tls.insecureSkipVerify", was->insecure_skip_verify == now->insecure_skip_verify},
+        {"kubeconfig", same_str(&was->kubeconfig, &now->kubeconfig)},
+        {"inCluster", was->in_cluster == now->in_cluster},
+    };
+    for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
+        if (!settings[i].same)
+            return settings[i].name;
+    return NULL;
+}
+
+/* Backends are created at start-up (their clients, limits and cache entries live as long as the
+ * process): a reloaded config may drop a backend or keep it as it was, but a backend it adds or
+ * defines differently is refused, at that backend, naming what changed. */
+static enum cma_errc same_backends(const struct cma_config *started, const struct cma_config *cfg,
+                                   struct cma_err *err)
+{
+    for (size_t i = 0; i < cfg->n_backends; i++) {
+        const struct cma_config_backend *now = &cfg->backends[i], *was = NULL;
+        for (size_t j = 0; !was && j < started->n_backends; j++)
+            if (cma_str_eq(started->backends[j].name.s, now->name.s))
+                was = &started->backends[j];
+        const char *change = was ? backend_change(was, now) : NULL;
+        if (!was || change)
+            return cma_err_set_at(
+                err, CMA_ERR_CONFIG_VALUE, now->pos.file, now->pos.line, now->pos.column,
+                "backend \"%s\" %s%s%s: a change to backends needs a restart "
+                "(backends are created at start-up)",
+                now->name.s, was ? "changed (" : "is new", was ? change : "", was ? ")" : "");
+    }
+    return CMA_OK;
+}
+
 /* The watch's reload function: the new config is loaded, compiled and checked completely
  * before discovery gets it (and relists at once); a refused one changes nothing. */
 static enum cma_errc reload_config(void *ctx, const char *why, struct cma_err *err)
@@ -944,8 +1038,10 @@ static enum cma_errc reload_config(void *ctx, const char *why, struct cma_err *e
                                              rt->opts->n_configs, &cfg, err);
     if (rc == CMA_OK && (rc = cma_ruleset_compile(cfg, &rs, err)) == CMA_OK) {
         cma_ruleset_own_config(rs, cfg);
-        rc = cma_ruleset_bind_backends(rs, rt->backend_names, rt->query_backends, rt->query_limits,
-                                       rt->n_backends, err);
+        rc = same_backends(rt->cfg, cfg, err);
+        if (rc == CMA_OK)
+            rc = cma_ruleset_bind_backends(rs, rt->backend_names, rt->query_backends,
+                                           rt->query_limits, rt->n_backends, err);
         if (rc == CMA_OK)
             rc = check_reloaded(rt, rs, err);
     } else {
@@ -1157,8 +1253,9 @@ static int explain_once(struct runtime *rt, const char *path)
     int64_t max_age = o->metrics_max_age_ms ? o->metrics_max_age_ms : o->metrics_relist_interval_ms;
     if (start_clients(rt) != 0 || cma_catalog_store_new(&rt->store) != CMA_OK)
         return 1;
-    if (cma_explain_prepare(&rt->backend, rt->kube, rt->rules, max_age, rt->store, &err) !=
-        CMA_OK) {
+    /* the same backends the server lists from: each rule's series from its own */
+    if (cma_explain_prepare(rt->series_backends, rt->n_backends, rt->kube, rt->rules, max_age,
+                            rt->store, &err) != CMA_OK) {
         log_err("explain: relist", &err);
         return 1;
     }

@@ -80,8 +80,10 @@ const struct cma_ruleset *cma_discovery_rules(struct cma_discovery *d);
  * while the others' entries are fresh; *ret is then built and `partial` (may be NULL) says
  * which backends failed. When every backend with rules fails, the call fails as
  * cma_discovery_relist does. Two rules on different backends serving the same (resource,
- * metric), or the same external metric: the backend with the lower index wins (the flags'
- * backend, then `backends:` in config order), whichever answered first, with a warning. */
+ * metric), or the same external metric: of the backends whose part has the entry (fresh or
+ * kept), the one with the lower index wins (the flags' backend, then `backends:` in config
+ * order), whichever answered first, with a warning; a backend that fails with no kept entry
+ * (`previous` has none: before its first successful listing) leaves it to the next one. */
 struct cma_relist_backends {
     const struct cma_backend *table; /* by rule->backend.index */
     size_t n;

@@ -9,6 +9,7 @@
 #ifndef CMA_EXPLAIN_H
 #define CMA_EXPLAIN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cma/buf.h"
@@ -29,10 +30,13 @@ enum cma_errc cma_explain_run(const struct cma_app *app, const char *target, str
                               int *ret_status, struct cma_err *reterr);
 
 /* What the CLI does before cma_explain_run(): reads the cluster's API discovery through kube,
- * relists once through backend (series with a sample in the last max_age_ms) and publishes the
- * catalog into store. Errors as discovery's. */
-enum cma_errc cma_explain_prepare(const struct cma_backend *backend, struct cma_kube *kube,
-                                  const struct cma_ruleset *rules, int64_t max_age_ms,
-                                  struct cma_catalog_store *store, struct cma_err *reterr);
+ * relists once as the server's discovery does (series with a sample in the last max_age_ms;
+ * each rule's seriesQuery through backends[rule->backend.index], the table the rules are bound
+ * to, [0] the flags' backend; a backend whose listing fails contributes nothing, with a warning,
+ * unless every one fails) and publishes the catalog into store. Errors as discovery's. */
+enum cma_errc cma_explain_prepare(const struct cma_backend *backends, size_t n_backends,
+                                  struct cma_kube *kube, const struct cma_ruleset *rules,
+                                  int64_t max_age_ms, struct cma_catalog_store *store,
+                                  struct cma_err *reterr);
 
 #endif

@@ -1,5 +1,6 @@
 /* str.h: small string helpers shared by every stage: checked duplication, comparisons,
- * Go duration parsing/printing and percent-decoding. Pure functions; thread-safe. */
+ * Go duration parsing/printing, percent-decoding and URLs for display. Pure functions;
+ * thread-safe. */
 #ifndef CMA_STR_H
 #define CMA_STR_H
 
@@ -34,5 +35,15 @@ int cma_percent_escape(const char *s, size_t len, size_t i);
  * strings). Malformed escapes give CMA_ERR_BAD_REQUEST; a decoded NUL byte is rejected. */
 enum cma_errc cma_percent_decode(const char *src, size_t len, bool plus_is_space, char **ret,
                                  struct cma_err *reterr);
+
+/* A URL for display (logs, /metrics labels, explain, error messages): the URL without its
+ * userinfo ("https://user:password@host:9090/p?q" → "https://host:9090/p?q"); scheme, host,
+ * port, path and query string are kept (a query string is not a secret here: credentials go in
+ * userinfo, files or headers). The authority ends at the first '/', '?' or '#' after "//" and
+ * its userinfo at the last '@' in it, as URL parsers split it. A URL without "//" is kept as is.
+ * Caller frees; NULL when out of memory or url is NULL. */
+char *cma_url_display(const char *url);
+/* True when url carries userinfo (user[:password]@) in its authority. */
+bool cma_url_has_userinfo(const char *url);
 
 #endif

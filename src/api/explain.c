@@ -644,9 +644,10 @@ void cma_api_explain(struct cma_app *app, const struct cma_request *req, struct 
 
 /* ---- the CLI's one relist ---- */
 
-enum cma_errc cma_explain_prepare(const struct cma_backend *backend, struct cma_kube *kube,
-                                  const struct cma_ruleset *rules, int64_t max_age_ms,
-                                  struct cma_catalog_store *store, struct cma_err *reterr)
+enum cma_errc cma_explain_prepare(const struct cma_backend *backends, size_t n_backends,
+                                  struct cma_kube *kube, const struct cma_ruleset *rules,
+                                  int64_t max_age_ms, struct cma_catalog_store *store,
+                                  struct cma_err *reterr)
 {
     struct cma_api_resources *res = NULL;
     struct cma_restmapper *mapper = NULL;
@@ -658,7 +659,9 @@ enum cma_errc cma_explain_prepare(const struct cma_backend *backend, struct cma_
         return rc;
     }
     struct cma_catalog *c = NULL;
-    rc = cma_discovery_relist(backend, rules, mapper, cma_clock_wall_ms(), max_age_ms, &c, reterr);
+    struct cma_relist_backends bk = {backends, n_backends, NULL};
+    rc = cma_discovery_relist_backends(&bk, rules, mapper, cma_clock_wall_ms(), max_age_ms, &c,
+                                       NULL, reterr);
     cma_restmapper_unref(mapper); /* the catalog holds its own reference */
     if (rc != CMA_OK)
         return rc;

@@ -1,5 +1,5 @@
 /* str.c: checked string duplication, comparisons, Go durations, hex digits and percent-escapes
- * (the one decoder of "%XX" in the project). */
+ * (the one decoder of "%XX" in the project), and URLs for display (without userinfo). */
 #include "cma/str.h"
 
 #include <ctype.h>
@@ -184,4 +184,44 @@ enum cma_errc cma_percent_decode(const char *src, size_t len, bool plus_is_space
     out[o] = '\0';
     *ret = out;
     return CMA_OK;
+}
+
+/* The userinfo of url's authority, as [*ret_start, *ret_end) with *ret_end just past its last
+ * '@'; false when there is none. */
+static bool url_userinfo(const char *url, size_t *ret_start, size_t *ret_end)
+{
+    const char *slashes = url ? strstr(url, "//") : NULL;
+    if (!slashes)
+        return false;
+    const char *auth = slashes + 2;
+    size_t len = strcspn(auth, "/?#");
+    const char *at = NULL;
+    for (size_t i = 0; i < len; i++)
+        if (auth[i] == '@')
+            at = auth + i;
+    if (!at)
+        return false;
+    *ret_start = (size_t)(auth - url);
+    *ret_end = (size_t)(at + 1 - url);
+    return true;
+}
+
+bool cma_url_has_userinfo(const char *url)
+{
+    size_t start, end;
+    return url_userinfo(url, &start, &end);
+}
+
+char *cma_url_display(const char *url)
+{
+    size_t start, end;
+    if (!url_userinfo(url, &start, &end))
+        return cma_strdup(url);
+    size_t len = strlen(url);
+    char *out = malloc(len - (end - start) + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, url, start);
+    memcpy(out + start, url + end, len - end + 1);
+    return out;
 }

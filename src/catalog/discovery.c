@@ -11,10 +11,13 @@
  * Several backends (rules' `backend: NAME`): one listing per (backend, seriesQuery), each
  * backend's series folded into a part of its own; a backend whose listing fails contributes the
  * entries of its rules from the snapshot serving now (its last good part; resources looked up
- * again in the current RESTMapper), and the parts merge in backend order, so of two rules on
- * different backends serving one (resource, metric) the lower backend index wins (warned about
- * at each relist), whatever order answers came in or which backend failed. With one backend the
- * single part is the snapshot, as before.
+ * again in the current RESTMapper; after a config reload, each entry goes to the new rule that
+ * lists alike: same backend, seriesQuery, seriesFilters, name and resources, else it is
+ * dropped), and the parts merge in backend order, so of two rules on different backends serving
+ * one (resource, metric) the lower backend index that has the entry wins (warned about at each
+ * relist), whatever order answers came in. A backend that has never listed successfully has no
+ * part to keep: until it does, the next backend's entry serves. With one backend the single part
+ * is the snapshot, as before.
  * A request for a resource the RESTMapper does not know (a CRD installed after start-up) calls
  * cma_discovery_request_refresh(): under the same mutex it sets refresh_requested and signals the
  * condition variable, at most once per REFRESH_MIN_GAP_MS; the thread then re-reads API discovery
@@ -43,6 +46,7 @@
 #include "cma/prom.h"
 #include "cma/restmapper.h"
 #include "cma/rule.h"
+#include "cma/str.h"
 
 /* ---- a small string-keyed hash map (one relist's caches) ---- */
 
@@ -334,13 +338,71 @@ static bool backend_has_rules(const struct cma_ruleset *rules, size_t b)
 }
 
 /* True when rule points into rules (an entry of a snapshot built from another ruleset, before a
- * config reload, is never carried over). */
+ * config reload, is carried over only to a rule that lists alike: carried_rule). */
 static bool rule_of(const struct cma_ruleset *rules, const struct cma_rule *rule)
 {
     uintptr_t p = (uintptr_t)rule, c = (uintptr_t)rules->rules,
               e = (uintptr_t)rules->external_rules;
     return (p >= c && p < c + rules->n_rules * sizeof(*rule)) ||
            (p >= e && p < e + rules->n_external_rules * sizeof(*rule));
+}
+
+static bool same_str(const struct cma_config_str *a, const struct cma_config_str *b)
+{
+    return a->set == b->set && (!a->set || cma_str_eq(a->s, b->s));
+}
+
+static bool same_filters(const struct cma_config_rule *a, const struct cma_config_rule *b)
+{
+    if (a->n_series_filters != b->n_series_filters)
+        return false;
+    for (size_t i = 0; i < a->n_series_filters; i++)
+        if (!same_str(&a->series_filters[i].is, &b->series_filters[i].is) ||
+            !same_str(&a->series_filters[i].is_not, &b->series_filters[i].is_not))
+            return false;
+    return true;
+}
+
+static bool same_resources(const struct cma_config_resources *a,
+                           const struct cma_config_resources *b)
+{
+    if (a->n_overrides != b->n_overrides || !same_str(&a->template_, &b->template_) ||
+        a->namespaced != b->namespaced || a->namespaced_set != b->namespaced_set)
+        return false;
+    for (size_t i = 0; i < a->n_overrides; i++) {
+        const struct cma_config_override *x = &a->overrides[i], *y = &b->overrides[i];
+        if (!cma_str_eq(x->label, y->label) || !same_str(&x->group, &y->group) ||
+            !same_str(&x->resource, &y->resource))
+            return false;
+    }
+    return true;
+}
+
+/* True when rule b turns a backend's series into the same entries as rule a: same kind, same
+ * backend, same seriesQuery, seriesFilters, name and resources (metricsQuery and the rest may
+ * differ: they act when a request is served, by the rule the entry carries). */
+static bool lists_alike(const struct cma_rule *a, const struct cma_rule *b)
+{
+    const struct cma_config_rule *x = a->cfg, *y = b->cfg;
+    return a->kind == b->kind && a->backend.index == b->backend.index &&
+           strcmp(a->series_query, b->series_query) == 0 && same_filters(x, y) &&
+           same_str(&x->name_matches, &y->name_matches) && same_str(&x->name_as, &y->name_as) &&
+           same_resources(&x->resources, &y->resources);
+}
+
+/* The rule of `rules` an entry of `rule` (from the snapshot serving now) is carried over to:
+ * `rule` itself when rules holds it; after a reload, the last rule of rules that lists alike
+ * (later rules win, as in a relist); NULL when none does (the entry is dropped). */
+static const struct cma_rule *carried_rule(const struct cma_ruleset *rules,
+                                           const struct cma_rule *rule)
+{
+    if (rule_of(rules, rule))
+        return rule;
+    const struct cma_rule *found = NULL;
+    for (size_t i = 0; i < rules->n_rules + rules->n_external_rules; i++)
+        if (lists_alike(rule, flat_rule(rules, i)))
+            found = flat_rule(rules, i);
+    return found;
 }
 
 /* The entry's resource in `mapper` (the previous snapshot may have been built against an older
@@ -353,7 +415,8 @@ static const struct cma_api_resource *same_resource_in(const struct cma_restmapp
     return cma_restmapper_parse_for(mapper, gr);
 }
 
-/* Backend b's last good part: the entries of previous whose rules are b's. */
+/* Backend b's last good part: the entries of previous whose rules are b's, each with its rule in
+ * `rules` (carried_rule: after a config reload, a rule that lists alike). */
 static enum cma_errc carry_over(const struct cma_catalog *previous, const struct cma_ruleset *rules,
                                 size_t b, struct cma_restmapper *mapper, int64_t now_wall_ms,
                                 struct cma_catalog **ret, struct cma_err *reterr)
@@ -363,19 +426,21 @@ static enum cma_errc carry_over(const struct cma_catalog *previous, const struct
     size_t n = previous ? cma_catalog_count(previous) : 0;
     for (size_t i = 0; rc == CMA_OK && i < n; i++) {
         const struct cma_catalog_entry *e = cma_catalog_entry_at(previous, i);
-        const struct cma_api_resource *res = rule_of(rules, e->rule) && e->rule->backend.index == b
-                                                 ? same_resource_in(mapper, e->resource)
-                                                 : NULL;
+        const struct cma_rule *r =
+            e->rule->backend.index == b ? carried_rule(rules, e->rule) : NULL;
+        const struct cma_api_resource *res = r ? same_resource_in(mapper, e->resource) : NULL;
         if (res)
             rc = cma_catalog_builder_add(builder, res, e->metric, strlen(e->metric), e->series,
-                                         strlen(e->series), e->rule);
+                                         strlen(e->series), r);
     }
     n = previous ? cma_catalog_count_external(previous) : 0;
     for (size_t i = 0; rc == CMA_OK && i < n; i++) {
         const struct cma_catalog_entry *e = cma_catalog_external_at(previous, i);
-        if (rule_of(rules, e->rule) && e->rule->backend.index == b)
+        const struct cma_rule *r =
+            e->rule->backend.index == b ? carried_rule(rules, e->rule) : NULL;
+        if (r)
             rc = cma_catalog_builder_add_external(builder, e->metric, strlen(e->metric), e->series,
-                                                  strlen(e->series), e->rule);
+                                                  strlen(e->series), r);
     }
     if (rc != CMA_OK) {
         cma_catalog_builder_free(builder);

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "cma/str.h"
+
 static enum cma_errc prom_query(void *ctx, const char *promql, int64_t time_ms,
                                 const struct cma_keep *keep, struct cma_prom_result **ret,
                                 struct cma_err *reterr)
@@ -19,9 +21,12 @@ static enum cma_errc prom_series(void *ctx, const char *match, int64_t start_ms,
     return cma_prom_series(ctx, match, start_ms, end_ms, 0, fn, fn_ctx, reterr);
 }
 
+/* The URL, unless it carries userinfo: a name never holds a credential (main names each client
+ * by its URL for display, cma_url_display, before anything shows it). */
 static const char *prom_name(const void *ctx)
 {
-    return cma_prom_url(ctx);
+    const char *url = cma_prom_url(ctx);
+    return cma_url_has_userinfo(url) ? "prometheus" : url;
 }
 
 static const struct cma_backend_ops PROM_OPS = {

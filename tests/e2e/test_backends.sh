@@ -28,7 +28,7 @@ if ! start_prometheus "$APPS_OM"; then
   exit 1
 fi
 PROM_APPS=$PROM_URL PROM_APPS_PID=$PROM_PID
-unset PROM_URL # every rule names its backend; the flags' backend is the GPU tenant's Prometheus
+unset PROM_URL # the flags' backend is VictoriaMetrics under a URL with userinfo (FLAGS_URL, below)
 if ! VM_ARGS=-search.maxQueryLen=300 start_victoria_metrics "$DCGM_DIR/dcgm.prom" ||
   ! start_fake_kube "$DCGM_DIR/pods.json"; then
   t_fail "start VictoriaMetrics and the fake kube-apiserver"
@@ -119,6 +119,10 @@ backends:
 - name: vm-limited
   url: $VM_URL
   maxQueryLength: 200
+# credentials in the URL itself (userinfo): they work, and no log, /metrics or explain shows them
+- name: mimir-apps-url
+  url: http://$APPS_USER:$APPS_PASSWORD@127.0.0.1:$PG/prometheus
+  headers: {X-Scope-OrgID: apps}
 rules:
 # seed 000's two KEDA triggers as Pods metrics, from tenant giantswarm
 - seriesQuery: 'DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}'
@@ -158,7 +162,34 @@ externalRules:
   resources: {namespaced: false}
   name: {as: vm_limited_query}
   metricsQuery: sum(DCGM_FI_DEV_FB_FREE)$PAD
+- seriesQuery: 'app_requests_in_flight{namespace!=""}'
+  backend: mimir-apps-url
+  resources: {namespaced: false}
+  name: {as: apps_in_flight_total}
+  metricsQuery: sum(app_requests_in_flight)
+# the flags' backend (--prometheus-url, VictoriaMetrics with userinfo in the URL)
+- seriesQuery: 'DCGM_FI_DEV_FB_USED{namespace!=""}'
+  resources: {namespaced: false}
+  name: {as: flags_fb_used_total}
+  metricsQuery: sum(DCGM_FI_DEV_FB_USED)
+# metrics.k8s.io from a named backend: the apps tenant's gauge per container as cpu and memory
+resourceRules:
+  backend: mimir-apps
+  cpu:
+    containerQuery: sum(app_requests_in_flight{<<.LabelMatchers>>}) by (<<.GroupBy>>)
+    nodeQuery: sum(app_requests_in_flight{<<.LabelMatchers>>}) by (<<.GroupBy>>)
+    resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}, Hostname: {resource: node}}}
+    containerLabel: container
+  memory:
+    containerQuery: sum(app_requests_in_flight{<<.LabelMatchers>>}) by (<<.GroupBy>>)
+    nodeQuery: sum(app_requests_in_flight{<<.LabelMatchers>>}) by (<<.GroupBy>>)
+    resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}, Hostname: {resource: node}}}
+    containerLabel: container
+  window: 5m
 EOF
+# the flags' backend: VictoriaMetrics (it ignores basic auth) under a URL with userinfo
+FLAGS_PASSWORD='flags-Pass-0815'
+FLAGS_URL="http://flags-user:$FLAGS_PASSWORD@${VM_URL#http://}"
 C=/apis/custom.metrics.k8s.io/v1beta1
 E=/apis/external.metrics.k8s.io/v1beta1
 SEL="labelSelector=app%3Dbert"
@@ -166,7 +197,7 @@ BERT='.labels.namespace == "ml" and (.labels.pod // "" | startswith("bert-"))'
 : >"$NGINX_DIR/access.log"
 # a short query cache: the cache wraps every backend, and an answer from before the apps
 # Prometheus stops is not served after it
-if ! V=8 RELIST=2s start_adapter "$CFG" --metrics-cache-ttl=1s; then
+if ! PROM_URL=$FLAGS_URL V=8 RELIST=2s start_adapter "$CFG" --metrics-cache-ttl=1s; then
   t_fail "start the adapter with four backends"
   t_summary
   exit 1
@@ -209,6 +240,69 @@ t_json "maxQueryLength 200: refused by the adapter before sending, naming the ba
 t_ok "two backends serve (pods, gpu_utilization_percent): warned, the backend defined first wins" \
   wait_adapter_log "W .*metric gpu_utilization_percent of pods is served by rules on two backends: backend mimir-gpu \(.*backends.yaml:[0-9]+:3\) wins over backend mimir-apps" 30
 
+# --- credentials in URLs: they work, the URL is shown without them ----------------------------------
+t_ok "discovery: the metric of the backend with userinfo in its url" wait_discovery apps_in_flight_total external.metrics.k8s.io/v1beta1
+r=$(adapter_get "$E/namespaces/default/apps_in_flight_total")
+t_json "userinfo in a backend url: the gateway accepts it (the apps tenant's sum)" "$r" '.items | map(.value) | join(" ")' "$want_vm"
+t_ok "discovery: the flags' backend's metric" wait_discovery flags_fb_used_total external.metrics.k8s.io/v1beta1
+r=$(adapter_get "$E/namespaces/default/flags_fb_used_total")
+t_json "userinfo in --prometheus-url: served" "$r" '.items | map(.value) | join(" ")' "$want_vm"
+t_ok "the start-up log shows the backend's url without its userinfo" \
+  grep -qF "backend mimir-apps-url: http://127.0.0.1:$PG/prometheus (GET" "$ADAPTER_LOG"
+t_ok "the start-up log shows --prometheus-url without its userinfo" \
+  grep -qF "backend $VM_URL, kube-apiserver" "$ADAPTER_LOG"
+
+# --- metrics.k8s.io from a named backend -------------------------------------------------------------
+# oracle: per Running pod of ml, its container's app_requests_in_flight (the FB_USED values) summed;
+# cpu as a DecimalSI count of cores, memory as BinarySI bytes (whole KiB here)
+want_res=$(jq -r --slurpfile pods "$DCGM_DIR/pods.json" '
+  ($pods[0] | map(select(.phase == "Running") | "\(.namespace)/\(.name)")) as $running
+  | [.series[] | select(.name == "DCGM_FI_DEV_FB_USED" and .labels.namespace == "ml" and .labels.pod != null)
+     | select(("ml/" + .labels.pod) as $p | $running | index($p))]
+  | group_by([.labels.pod, .labels.container])[]
+  | (map(.value) | add) as $v
+  | "ml/\(.[0].labels.pod) \(.[0].labels.container) \($v) \(if $v % 1024 == 0 then "\($v / 1024)Ki" else "not-whole-KiB" end)"' \
+  "$EXP")
+t_ok "oracle: pods of ml with whole-KiB integer values" bash -c "test -n '$want_res' && ! grep -q not-whole-KiB <<<'$want_res'"
+t_ok "metrics.k8s.io is served once discovery has run" wait_status /apis/metrics.k8s.io/v1beta1/namespaces/ml/pods 200 60
+adapter_fetch /apis/metrics.k8s.io/v1beta1/namespaces/ml/pods
+t_eq "resourceRules on backend mimir-apps: PodMetricsList of ml, 200" 200 "$R_STATUS"
+t_eq "resourceRules on backend mimir-apps: each container's values are the apps tenant's" "$want_res" \
+  "$(jq -r '.items[] | .metadata as $m | .containers[] | "\($m.namespace)/\($m.name) \(.name) \(.usage.cpu) \(.usage.memory)"' <<<"$R_BODY")"
+t_ok "resourceRules on backend mimir-apps: the queries went to the apps tenant (POST)" \
+  grep -q 'backend mimir-apps POST .*/prometheus/api/v1/query ' "$ADAPTER_LOG"
+
+# --- explain uses the rules' own backends ------------------------------------------------------------
+# explain_cli PATH: the CLI with the adapter's config and flags; sets X_OUT, X_RC.
+explain_cli() {
+  # shellcheck disable=SC2086 # CMA_WRAPPER is a command line on purpose
+  X_OUT=$(${CMA_WRAPPER:-} "$(cma_adapter_bin)" explain "--config=$CFG" "--prometheus-url=$FLAGS_URL" \
+    "--lister-kubeconfig=$KUBE_KUBECONFIG" "$1" 2>"$CMA_TMP/explain.err")
+  X_RC=$?
+  cat "$CMA_TMP/explain.err" >>"$CMA_TMP/explain.all"
+  printf '%s\n' "$X_OUT" >>"$CMA_TMP/explain.all"
+}
+section() { awk -v h="$1:" '$0 == h {on = 1; next} /^[a-z]/ {on = 0} on' <<<"$X_OUT"; }
+AP="$C/namespaces/ml/pods/*/app_requests_in_flight?$SEL"
+explain_cli "$AP"
+t_eq "explain, a metric of backend mimir-apps: exit 0 (listed from its own backend)" 0 "$X_RC"
+t_ok "explain: the report names backend mimir-apps" \
+  grep -Eq "^  backend: mimir-apps, instant query at [0-9TZ:-]+: [0-9]+ ms, answered$" <<<"$(section query)"
+api=$(adapter_get "$AP")
+sent=$(sed -n 's/.*custom metric pods\/app_requests_in_flight: //p' "$ADAPTER_LOG" | tail -n 1)
+t_ok "oracle: the adapter logged the PromQL it sent (--v=5)" test -n "$sent"
+t_eq "explain: its PromQL is what the adapter sends" "$sent" "$(section query | sed -n 's/^  promql: //p')"
+answer=$(sed -n '/^answer: HTTP 200$/{n;p}' <<<"$X_OUT")
+no_ts='del(.items[].timestamp)'
+t_eq "explain: the answer is the API's (timestamps aside)" "$(jq -cS "$no_ts" <<<"$api")" "$(jq -cS "$no_ts" <<<"$answer")"
+t_eq "explain: and the apps tenant's values" "$want_apps" "$(item_values "$answer")"
+explain_cli "$E/namespaces/default/apps_in_flight_total"
+t_eq "explain, the backend with userinfo in its url: exit 0" 0 "$X_RC"
+t_ok "explain: names it by its name" grep -Eq "^  backend: mimir-apps-url, instant query" <<<"$(section query)"
+explain_cli "$E/namespaces/default/flags_fb_used_total"
+t_eq "explain, the flags' backend: exit 0" 0 "$X_RC"
+t_ok "explain: --prometheus-url without its userinfo" grep -Eq "^  backend: $VM_URL, instant query" <<<"$(section query)"
+
 # --- a failing backend keeps its own last good entries -------------------------------------------------
 cma_stop "$PROM_APPS_PID"
 t_ok "the apps relist fails and keeps its entries, the others are relisted" \
@@ -227,17 +321,29 @@ adapter_fetch "$C/namespaces/ml/pods/*/app_requests_in_flight?$SEL"
 t_json "the apps metric answers a 503 Status naming its backend" "$R_BODY" \
   '"\(.code) \(.message | startswith("unable to fetch metrics from backend mimir-apps: "))"' "503 true"
 t_eq "... whose code is the HTTP status" "$R_STATUS" "$(jq -r .code <<<"$R_BODY")"
+adapter_fetch /apis/metrics.k8s.io/v1beta1/namespaces/ml/pods
+t_json "resourceRules with backend mimir-apps down: a 503 Status naming the backend" "$R_BODY" \
+  '"\(.kind) \(.code) \(.message | test("backend mimir-apps"))"' "Status 503 true"
+t_eq "... whose code is the HTTP status" 503 "$R_STATUS"
 
 # --- secrets stay out of logs and /metrics ----------------------------------------------------------
 METRICS=$(curl -s --max-time 10 --cacert "$ADAPTER_CA" "$ADAPTER_URL/metrics")
 t_ok "/metrics has per-backend request counts labelled by backend name" \
   bash -c "grep -q 'backend=\"mimir-gpu\"' <<<'$(grep -E '^custom_metrics_adapter_backend_requests_total' <<<"$METRICS")' &&
     grep -q 'backend=\"vm\"' <<<'$(grep -E '^custom_metrics_adapter_backend_requests_total' <<<"$METRICS")'"
-for s in "$GS_PASSWORD" "$APPS_PASSWORD" "$(printf '%s' "$GS_USER:$GS_PASSWORD" | base64 -w0)" \
+t_ok "/metrics: the flags' backend is labelled by its URL without userinfo" \
+  grep -qE "^custom_metrics_adapter_backend_requests_total\{backend=\"$VM_URL\",endpoint=\"query\"" <<<"$METRICS"
+t_ok "/metrics: the backend with userinfo in its url by its name" \
+  grep -qE '^custom_metrics_adapter_backend_requests_total\{backend="mimir-apps-url",endpoint="query"' <<<"$METRICS"
+# The "=== start_adapter" lines are the test harness's own (the command line it ran), not the adapter's.
+for s in "$GS_PASSWORD" "$APPS_PASSWORD" "$FLAGS_PASSWORD" "$(printf '%s' "$GS_USER:$GS_PASSWORD" | base64 -w0)" \
   "$(printf '%s' "$APPS_USER:$APPS_PASSWORD" | base64 -w0)"; do
-  t_eq "no secret in the adapter's log (--v=8) (secret ${s:0:3}...)" 0 "$(grep -cF -- "$s" "$ADAPTER_LOG")"
+  t_eq "no secret in the adapter's log (--v=8) (secret ${s:0:3}...)" 0 "$(grep -v '^=== start_adapter ' "$ADAPTER_LOG" | grep -cF -- "$s")"
   t_eq "no secret in /metrics (secret ${s:0:3}...)" 0 "$(grep -cF -- "$s" <<<"$METRICS")"
+  t_eq "no secret in explain's reports and log (secret ${s:0:3}...)" 0 "$(grep -cF -- "$s" "$CMA_TMP/explain.all")"
 done
+t_ok "oracle: the harness's own line does hold the --prometheus-url password (the check can fail)" \
+  grep -qF -- "$FLAGS_PASSWORD" "$ADAPTER_LOG"
 stop_adapter
 t_eq "adapter exits 0 on SIGTERM" 0 "$?"
 t_summary

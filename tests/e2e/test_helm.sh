@@ -23,6 +23,8 @@
 #     kube-apiserver that stands in for the cluster's), serves /livez and /readyz to a client that
 #     trusts only the caBundle and checks the name <service>.<namespace>.svc, as kube-aggregator does.
 #  6. NOTES.txt names exactly the APIServices the release registers.
+#  7. metricsReaders and deploy/components/metrics-reader: a ClusterRole over nonResourceURLs
+#     ["/metrics"] (get) bound to exactly the configured subjects; none with the default values.
 # asan: no
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -1001,4 +1003,52 @@ notes "NOTES, next-to-keda" "$C1 $C2" yes -f "$rules3" --set layout=next-to-keda
 notes "NOTES, cert-manager, external only" "$E1" no --set rules.default=false \
   --set certManager.enabled=true --set-json 'rules.external=[{"seriesQuery":"up","metricsQuery":"up"}]'
 notes "NOTES, no rules" "" yes --set rules.default=false
+
+# 7. Who may scrape /metrics: the chart's metricsReaders and deploy/components/metrics-reader each
+# render a ClusterRole granting exactly get on nonResourceURLs ["/metrics"], bound to exactly the
+# configured subjects; the chart renders none with the default (empty) list.
+mr_py="$tmp/metrics-reader.py"
+cat >"$mr_py" <<'EOF'
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+want = json.loads(sys.argv[2])
+roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"
+         and any("/metrics" in r.get("nonResourceURLs", []) for r in d.get("rules", []))}
+if not want:
+    print("none" if not roles else "roles: %s" % sorted(roles))
+    sys.exit(0)
+out = []
+for name, role in sorted(roles.items()):
+    binds = [b for b in docs if b["kind"] == "ClusterRoleBinding" and b["roleRef"]["kind"] == "ClusterRole"
+             and b["roleRef"]["name"] == name]
+    compact = lambda v: json.dumps(v, sort_keys=True, separators=(",", ":"))
+    out.append("role rules=%s bound=%s" % (compact(role["rules"]),
+                                           compact([b["subjects"] for b in binds])))
+print("\n".join(out))
+EOF
+mr_subjects='[{"kind":"ServiceAccount","name":"prometheus-k8s","namespace":"monitoring"},{"apiGroup":"rbac.authorization.k8s.io","kind":"Group","name":"team-sre"}]'
+mr_rules='[{"nonResourceURLs":["/metrics"],"verbs":["get"]}]'
+mr_want="role rules=$mr_rules bound=[$(jq -cS . <<<"$mr_subjects")]"
+mrdir="$tmp/metrics-reader"
+mkdir -p "$mrdir"
+if must "metricsReaders: helm template with two subjects" \
+  render "$mrdir/chart.yaml" cma metrics --set-json "metricsReaders=$mr_subjects"; then
+  t_eq "metricsReaders: one ClusterRole over nonResourceURLs /metrics (get), bound to exactly those subjects" \
+    "$mr_want" "$(python3 "$mr_py" "$mrdir/chart.yaml" "$mr_subjects")"
+fi
+if must "metricsReaders: helm template with the default values" render "$mrdir/default.yaml" cma metrics; then
+  t_eq "metricsReaders empty (default): no ClusterRole over /metrics" none \
+    "$(python3 "$mr_py" "$mrdir/default.yaml" '[]')"
+fi
+# deploy/components/metrics-reader, as an overlay uses it (a kustomization naming the component)
+mkdir -p "$mrdir/overlay"
+printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\ncomponents:\n- %s\n' \
+  "$(realpath --relative-to="$mrdir/overlay" deploy/components/metrics-reader)" >"$mrdir/overlay/kustomization.yaml"
+comp_subjects='[{"kind":"ServiceAccount","name":"prometheus-k8s","namespace":"monitoring"}]'
+if must "deploy/components/metrics-reader: kubectl kustomize" \
+  "$KUBECTL" kustomize "$mrdir/overlay" -o "$mrdir/component.yaml"; then
+  t_eq "deploy/components/metrics-reader: a ClusterRole over nonResourceURLs /metrics (get), bound to prometheus-k8s" \
+    "role rules=$mr_rules bound=[$(jq -cS . <<<"$comp_subjects")]" \
+    "$(python3 "$mr_py" "$mrdir/component.yaml" "$comp_subjects")"
+fi
 t_summary

@@ -16,6 +16,10 @@
 # with a directory of several files (--strict-config, --catalog-cache-file) reloads when one file
 # is added, refuses a config whose only problem is a warning, and writes the catalog cache file
 # for the new config (the restarted adapter serves it from the file with Prometheus stopped).
+# Backends are fixed at start-up: a reload that changes a backend's url or headers, adds a
+# backend or names an undefined one is refused at that backend's file:line:column (naming the
+# setting, never its value), counted as a failure, and the old config keeps serving; one that
+# keeps the backends is applied.
 # asan: yes
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
@@ -174,6 +178,76 @@ FAILED=$(cat "$CMA_TMP"/codes.* | grep -vc '^200$')
 cma_log "client loops: $TOTAL requests during the reloads, $FAILED not 200"
 t_ok "the client loops made requests during the reloads" test "$TOTAL" -gt 0
 t_eq "no request failed during the reloads" 0 "$FAILED"
+stop_adapter
+t_eq "the adapter stops cleanly" 0 "$?"
+
+# 4b. Backends are created at start-up: a reload that changes a backend's definition, adds one or
+# names one that is not defined is refused (counted as a failure; the old config keeps serving),
+# without printing the changed values; one that keeps the backends as they are is applied.
+CMB=$CMA_TMP/cm-backends
+cm_init "$CMB"
+# backends_cfg URL HEADER_VALUE [EXTRA_BACKEND_YAML]: one backend "prom" and a rule on it.
+backends_cfg() {
+  printf 'backends:\n- name: prom\n  url: %s\n  headers: {X-Tenant: %s}\n%s' "$1" "$2" "${3:-}"
+  echo "rules:"
+  rule DCGM_FI_DEV_GPU_UTIL avg | sed '1a\  backend: prom'
+}
+backends_cfg "$PROM_URL" t1 >"$CMA_TMP/b1.yaml"
+cm_write "$CMB" "rules.yaml=$CMA_TMP/b1.yaml"
+: >"$ADAPTER_LOG"
+if ! start_adapter "$CMB/rules.yaml" || ! wait_discovery DCGM_FI_DEV_GPU_UTIL; then
+  t_fail "adapter starts with a backend \"prom\" and a rule on it"
+  t_summary
+  exit 1
+fi
+B_LINE=$(grep -n '^- name: prom$' "$CMA_TMP/b1.yaml" | cut -d: -f1)
+t_ok "oracle: the backend item is on a line of the config" test -n "$B_LINE"
+refused() { grep -c "config reload refused, the previous config keeps serving" "$ADAPTER_LOG"; }
+# A url change (to a port nothing listens on).
+backends_cfg "http://127.0.0.1:9" t1 >"$CMA_TMP/b2.yaml"
+cm_write "$CMB" "rules.yaml=$CMA_TMP/b2.yaml"
+t_ok "backend url changed: refused at the backend, naming what changed" \
+  wait_log "config reload refused, the previous config keeps serving: $CMB/rules.yaml:$B_LINE:3: backend \"prom\" changed \(url\): a change to backends needs a restart"
+t_eq "backend url changed: reloads_total{result=failure} is 1" 1 \
+  "$(metric 'custom_metrics_adapter_config_reloads_total{result="failure"}')"
+t_eq "backend url changed: last_reload_successful is 0" 0 "$(metric custom_metrics_adapter_config_last_reload_successful)"
+adapter_curl "$GPU_UTIL" >/dev/null
+t_eq "backend url changed: the old backend keeps answering" 200 "$(last_status)"
+# A header change whose value is a secret: refused, and the value is printed nowhere.
+backends_cfg "$PROM_URL" t1-s3cret-4711 >"$CMA_TMP/b3.yaml"
+cm_write "$CMB" "rules.yaml=$CMA_TMP/b3.yaml"
+t_ok "backend header changed: refused, naming the setting" \
+  wait_log "$CMB/rules.yaml:$B_LINE:3: backend \"prom\" changed \(headers\): a change to backends needs a restart"
+t_eq "backend header changed: the new value is not in the log" 0 "$(grep -c 's3cret-4711' "$ADAPTER_LOG")"
+t_eq "backend header changed: reloads_total{result=failure} is 2" 2 \
+  "$(metric 'custom_metrics_adapter_config_reloads_total{result="failure"}')"
+# A backend added (no rule uses it yet).
+backends_cfg "$PROM_URL" t1 "- name: extra
+  url: $PROM_URL
+" >"$CMA_TMP/b4.yaml"
+X_LINE=$(grep -n '^- name: extra$' "$CMA_TMP/b4.yaml" | cut -d: -f1)
+cm_write "$CMB" "rules.yaml=$CMA_TMP/b4.yaml"
+t_ok "backend added: refused at the new backend" \
+  wait_log "$CMB/rules.yaml:$X_LINE:3: backend \"extra\" is new: a change to backends needs a restart"
+t_eq "backend added: reloads_total{result=failure} is 3" 3 \
+  "$(metric 'custom_metrics_adapter_config_reloads_total{result="failure"}')"
+# A rule naming a backend that is not defined.
+backends_cfg "$PROM_URL" t1 | sed 's/^  backend: prom$/  backend: prom-typo/' >"$CMA_TMP/b5.yaml"
+cm_write "$CMB" "rules.yaml=$CMA_TMP/b5.yaml"
+t_ok "unknown backend: refused, naming it" \
+  wait_log "config reload refused, the previous config keeps serving: $CMB/rules.yaml:[0-9]+:[0-9]+: .*backend \"prom-typo\""
+t_eq "unknown backend: reloads_total{result=failure} is 4" 4 \
+  "$(metric 'custom_metrics_adapter_config_reloads_total{result="failure"}')"
+t_eq "four refusals logged" 4 "$(refused)"
+t_eq "no reload succeeded" 0 "$(metric 'custom_metrics_adapter_config_reloads_total{result="success"}')"
+adapter_curl "$GPU_UTIL" >/dev/null
+t_eq "after the refusals: the old config keeps answering" 200 "$(last_status)"
+# The same backends, another metric: applied.
+{ backends_cfg "$PROM_URL" t1; rule DCGM_FI_DEV_FB_USED sum | sed '1a\  backend: prom'; } >"$CMA_TMP/b6.yaml"
+cm_write "$CMB" "rules.yaml=$CMA_TMP/b6.yaml"
+t_ok "same backends: the reload is applied (DCGM_FI_DEV_FB_USED listed)" wait_discovery DCGM_FI_DEV_FB_USED "" 30
+t_eq "same backends: reloads_total{result=success} is 1" 1 \
+  "$(metric 'custom_metrics_adapter_config_reloads_total{result="success"}')"
 stop_adapter
 t_eq "the adapter stops cleanly" 0 "$?"
 

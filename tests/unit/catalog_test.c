@@ -1,9 +1,12 @@
 /* catalog_test.c: discovery folding and catalog snapshots against prometheus-adapter's own
  * acceptance cases (reference section 9.4 series_registry_test, 9.5 provider_test), plus the
- * queries rendered for catalog entries (9.4 table), through a fake series source. */
+ * queries rendered for catalog entries (9.4 table), through a fake series source; and the relist
+ * over several backends: which backend serves a metric two of them list, and a failing backend's
+ * last good entries across a config reload. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,6 +484,218 @@ static void test_cma_catalog_store__keeps_last_published(void **state)
     unload(&fx);
 }
 
+/* ---- several backends (cma_discovery_relist_backends) ---- */
+
+#define TWO_BACKENDS                                                                               \
+    "backends:\n"                                                                                  \
+    "- {name: first, url: 'http://first:9090'}\n"                                                  \
+    "- {name: second, url: 'http://second:9090'}\n"
+
+/* rules: app_load on both backends (first defined first), app_up on the second only. */
+#define SHARED_RULES                                                                               \
+    "rules:\n"                                                                                     \
+    "- seriesQuery: 'app_load{namespace!=\"\"}'\n"                                                 \
+    "  backend: first\n"                                                                           \
+    "  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n"         \
+    "  metricsQuery: first_query\n"                                                                \
+    "- seriesQuery: 'app_load{namespace!=\"\"}'\n"                                                 \
+    "  backend: second\n"                                                                          \
+    "  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n"         \
+    "  metricsQuery: second_query\n"                                                               \
+    "- seriesQuery: 'app_up{namespace!=\"\"}'\n"                                                   \
+    "  backend: second\n"                                                                          \
+    "  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n"         \
+    "  metricsQuery: up_query\n"
+
+static const char *const load_series[] = {"app_load{namespace=ns,pod=p1}"};
+static const char *const up_series[] = {"app_up{namespace=ns,pod=p1}"};
+static const struct fake_series backend_answers[] = {
+    {"app_load{namespace!=\"\"}", load_series, 1},
+    {"app_up{namespace!=\"\"}", up_series, 1},
+};
+
+/* Three backends as main builds them: [0] the flags' (no rule here), [1] first, [2] second;
+ * a source whose min_start_ms is in the future fails every listing. */
+struct backends3 {
+    struct fake_source src[3];
+    struct cma_backend table[3];
+};
+
+static void backends3_init(struct backends3 *b)
+{
+    for (size_t i = 0; i < 3; i++) {
+        b->src[i] = (struct fake_source){backend_answers, 2, 0, 0};
+        b->table[i] = fake_backend(&b->src[i]);
+    }
+}
+
+static void set_down(struct backends3 *b, size_t i, bool down)
+{
+    b->src[i].min_start_ms = down ? INT64_MAX : 0;
+}
+
+static struct cma_ruleset *compile_bound(const char *text, struct backends3 *b)
+{
+    static const char *const names[] = {NULL, "first", "second"};
+    struct cma_config *cfg = NULL;
+    struct cma_ruleset *rs = NULL;
+    struct cma_err err;
+    cma_err_clear(&err);
+    if (cma_config_load_string("backends.yaml", text, strlen(text), &cfg, &err) != CMA_OK ||
+        cma_ruleset_compile(cfg, &rs, &err) != CMA_OK) {
+        char line[600];
+        cma_err_format_pos(&err, line, sizeof(line));
+        fail_msg("config: %s", line);
+    }
+    cma_ruleset_own_config(rs, cfg);
+    assert_int_equal(cma_ruleset_bind_backends(rs, names, b->table, NULL, 3, &err), CMA_OK);
+    return rs;
+}
+
+static struct cma_catalog *relist3(struct backends3 *b, const struct cma_ruleset *rs,
+                                   struct cma_restmapper *mapper, struct cma_catalog *previous)
+{
+    struct cma_relist_backends bk = {b->table, 3, previous};
+    struct cma_catalog *c = NULL;
+    struct cma_err err, partial;
+    cma_err_clear(&err);
+    cma_err_clear(&partial);
+    if (cma_discovery_relist_backends(&bk, rs, mapper, 1700000000000, 60000, &c, &partial, &err) !=
+        CMA_OK)
+        fail_msg("relist: %s", err.msg);
+    return c;
+}
+
+static const struct cma_api_resource *pods_of(struct cma_restmapper *m)
+{
+    const struct cma_api_resource *pods = cma_restmapper_parse_for(m, "pods");
+    assert_non_null(pods);
+    return pods;
+}
+
+/* The metricsQuery text of the rule serving pods/metric, or "" when nothing serves it. */
+static const char *served_by(const struct cma_catalog *c, struct cma_restmapper *m,
+                             const char *metric)
+{
+    const struct cma_catalog_entry *e = cma_catalog_lookup(c, pods_of(m), true, metric);
+    return e ? e->rule->cfg->metrics_query.s : "";
+}
+
+/* The documented choice between two backends serving one (resource, metric): the first-defined
+ * backend that has the entry (fresh or kept) wins; before its first successful listing it has
+ * none, and the next backend serves. */
+static void test_cma_discovery_relist_backends__first_backend_with_entries_wins(void **state)
+{
+    (void)state;
+    struct backends3 b;
+    backends3_init(&b);
+    struct cma_ruleset *rs = compile_bound(TWO_BACKENDS SHARED_RULES, &b);
+    struct cma_restmapper *m = test_mapper(test_resources_default, 8);
+    /* first relist, `first` down: nothing to keep, `second` serves app_load */
+    set_down(&b, 1, true);
+    struct cma_catalog *c1 = relist3(&b, rs, m, NULL);
+    assert_string_equal(served_by(c1, m, "app_load"), "second_query");
+    assert_string_equal(served_by(c1, m, "app_up"), "up_query");
+    assert_int_equal(b.src[1].calls, 1);
+    /* `first` answers: defined first, it wins */
+    set_down(&b, 1, false);
+    struct cma_catalog *c2 = relist3(&b, rs, m, c1);
+    assert_string_equal(served_by(c2, m, "app_load"), "first_query");
+    /* `first` down again: its kept entry still wins, whatever `second` answers */
+    set_down(&b, 1, true);
+    struct cma_catalog *c3 = relist3(&b, rs, m, c2);
+    assert_string_equal(served_by(c3, m, "app_load"), "first_query");
+    /* `second` down, `first` up: the same */
+    set_down(&b, 1, false);
+    set_down(&b, 2, true);
+    struct cma_catalog *c4 = relist3(&b, rs, m, c3);
+    assert_string_equal(served_by(c4, m, "app_load"), "first_query");
+    assert_string_equal(served_by(c4, m, "app_up"), "up_query"); /* kept */
+    cma_catalog_unref(c1);
+    cma_catalog_unref(c2);
+    cma_catalog_unref(c3);
+    cma_catalog_unref(c4);
+    cma_restmapper_unref(m);
+    cma_ruleset_free(rs);
+}
+
+/* After a config reload, a backend that is down keeps its last good entries for the new rules
+ * that list alike (same backend, seriesQuery, filters, name, resources; metricsQuery may
+ * change), bound to the new rule; an entry whose rule now names or maps series differently, or
+ * moved to another backend, is dropped. */
+static void test_cma_discovery_relist_backends__reload_keeps_alike_entries(void **state)
+{
+    (void)state;
+    static const char up_rule[] = "- seriesQuery: 'app_up{namespace!=\"\"}'\n"
+                                  "  backend: second\n"
+                                  "  resources: {overrides: {namespace: {resource: namespace}, "
+                                  "pod: {resource: pod}}}\n";
+    static const char load_rule[] = "- seriesQuery: 'app_load{namespace!=\"\"}'\n"
+                                    "  backend: first\n"
+                                    "  resources: {overrides: {namespace: {resource: namespace}, "
+                                    "pod: {resource: pod}}}\n";
+    struct backends3 b;
+    backends3_init(&b);
+    struct cma_restmapper *m = test_mapper(test_resources_default, 8);
+    char text[4096];
+    snprintf(text, sizeof text,
+             TWO_BACKENDS "rules:\n%s  metricsQuery: old_up\n%s  metricsQuery: "
+                          "old_load\n",
+             up_rule, load_rule);
+    struct cma_ruleset *old = compile_bound(text, &b);
+    struct cma_catalog *c1 = relist3(&b, old, m, NULL);
+    assert_string_equal(served_by(c1, m, "app_up"), "old_up");
+    /* reloaded: another rule first (no rule keeps its address), app_up's metricsQuery changed,
+     * `second` down */
+    snprintf(text, sizeof text,
+             TWO_BACKENDS "rules:\n%s  metricsQuery: old_load\n%s  "
+                          "metricsQuery: new_up\n",
+             load_rule, up_rule);
+    struct cma_ruleset *alike = compile_bound(text, &b);
+    set_down(&b, 2, true);
+    struct cma_catalog *c2 = relist3(&b, alike, m, c1);
+    assert_string_equal(served_by(c2, m, "app_up"), "new_up");
+    const struct cma_catalog_entry *e = cma_catalog_lookup(c2, pods_of(m), true, "app_up");
+    assert_non_null(e);
+    assert_ptr_equal(e->rule, &alike->rules[1]);
+    assert_string_equal(e->series, "app_up");
+    assert_string_equal(served_by(c2, m, "app_load"), "old_load"); /* `first` listed afresh */
+    /* reloaded again: app_up is now named otherwise: its old entry is not carried */
+    snprintf(text, sizeof text,
+             TWO_BACKENDS "rules:\n%s  metricsQuery: old_load\n%s  "
+                          "name: {as: renamed_up}\n  metricsQuery: new_up\n",
+             load_rule, up_rule);
+    struct cma_ruleset *renamed = compile_bound(text, &b);
+    struct cma_catalog *c3 = relist3(&b, renamed, m, c2);
+    assert_string_equal(served_by(c3, m, "app_up"), "");
+    assert_string_equal(served_by(c3, m, "renamed_up"), "");
+    assert_string_equal(served_by(c3, m, "app_load"), "old_load");
+    /* the same rule moved to the flags' backend, also down: not carried either (another
+     * backend's series) */
+    snprintf(text, sizeof text,
+             TWO_BACKENDS
+             "rules:\n%s  metricsQuery: old_load\n"
+             "- seriesQuery: 'app_up{namespace!=\"\"}'\n  resources: {overrides: "
+             "{namespace: {resource: namespace}, pod: {resource: pod}}}\n  metricsQuery: new_up\n"
+             "- seriesQuery: 'app_none{namespace!=\"\"}'\n  backend: second\n  resources: "
+             "{template: <<.Resource>>}\n  metricsQuery: x\n",
+             load_rule);
+    struct cma_ruleset *moved = compile_bound(text, &b);
+    set_down(&b, 0, true);
+    struct cma_catalog *c4 = relist3(&b, moved, m, c2);
+    assert_string_equal(served_by(c4, m, "app_up"), "");
+    assert_string_equal(served_by(c4, m, "app_load"), "old_load");
+    cma_catalog_unref(c1);
+    cma_catalog_unref(c2);
+    cma_catalog_unref(c3);
+    cma_catalog_unref(c4);
+    cma_ruleset_free(old);
+    cma_ruleset_free(alike);
+    cma_ruleset_free(renamed);
+    cma_ruleset_free(moved);
+    cma_restmapper_unref(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -490,6 +705,8 @@ int main(void)
         cmocka_unit_test(test_cma_query_build__series_registry_queries),
         cmocka_unit_test(test_cma_catalog_attach__first_wins_and_goes_with_the_snapshot),
         cmocka_unit_test(test_cma_catalog_store__keeps_last_published),
+        cmocka_unit_test(test_cma_discovery_relist_backends__first_backend_with_entries_wins),
+        cmocka_unit_test(test_cma_discovery_relist_backends__reload_keeps_alike_entries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,10 @@
-/* str_test.c: Go durations (parse and String()), percent-decoding. */
+/* str_test.c: Go durations (parse and String()), percent-decoding, URLs for display. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -62,12 +63,42 @@ static void test_cma_percent_decode__query_and_path(void **state)
     assert_int_equal(cma_percent_decode("a%00b", 5, false, &out, NULL), CMA_ERR_BAD_REQUEST);
 }
 
+static void test_cma_url_display__strips_userinfo_only(void **state)
+{
+    (void)state;
+    struct {
+        const char *in, *want;
+        bool userinfo;
+    } cases[] = {
+        {"https://user:pa%40ss@mimir.example:8080/prometheus?tenant=a",
+         "https://mimir.example:8080/prometheus?tenant=a", true},
+        {"http://user:p@ss@host/", "http://host/", true}, /* the last '@' ends userinfo */
+        {"http://token@host:9090", "http://host:9090", true},
+        {"http://host:9090/p?next=a@b#x@y", "http://host:9090/p?next=a@b#x@y", false},
+        {"http://host:9090/a@b", "http://host:9090/a@b", false},
+        {"http://prometheus.monitoring.svc:9090", "http://prometheus.monitoring.svc:9090", false},
+        {"not a url", "not a url", false},
+        {"", "", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = cma_url_display(cases[i].in);
+        assert_non_null(out);
+        assert_string_equal(out, cases[i].want);
+        assert_int_equal(cma_url_has_userinfo(cases[i].in), cases[i].userinfo);
+        assert_null(strstr(out, "pa%40ss"));
+        free(out);
+    }
+    assert_null(cma_url_display(NULL));
+    assert_false(cma_url_has_userinfo(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cma_duration_parse__go_forms),
         cmocka_unit_test(test_cma_duration_format__go_string),
         cmocka_unit_test(test_cma_percent_decode__query_and_path),
+        cmocka_unit_test(test_cma_url_display__strips_userinfo_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
