@@ -52,28 +52,18 @@ die() {
 }
 
 step "Synthetic GPU metrics (DCGM exporter labels)"
-gen_dcgm || die "could not generate the data"
+# The vLLM queue gauges of the bert pods come with it (--vllm: vllm.om), as a scrape of each pod
+# would store them (synthetic, like the GPU data: values constant over time, from the table in
+# tests/lib/gen_dcgm.py).
+gen_dcgm --vllm || die "could not generate the data"
 jq -r '.series | map(select(.name == "DCGM_FI_DEV_GPU_UTIL" and .labels.pod != null))
   | group_by(.labels.namespace + "/" + .labels.pod)
   | map("  \(.[0].labels.namespace)/\(.[0].labels.pod) on \(.[0].labels.Hostname): GPU util "
         + (map(.value | tostring + "%") | join(" + ")))[]' "$DCGM_DIR/expected.json"
 
-# vLLM's queue gauges for the bert pods, as a scrape of each pod would store them (synthetic, like
-# the GPU data: values constant over time, from the table below).
-python3 - "$DCGM_DIR/expected.json" "$DCGM_DIR/vllm.om" <<'EOF'
-import json, sys
-now = json.load(open(sys.argv[1]))["now"]
-pods = {"bert-0": (2, 4, 0.35), "bert-1": (7, 8, 0.82), "bert-2": (0, 3, 0.12)}
-with open(sys.argv[2], "w") as out:
-    for i, name in enumerate(("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:gpu_cache_usage_perc")):
-        out.write("# TYPE %s gauge\n" % name)
-        for t in range(now - 120, now + 3600, 60):
-            for pod, values in pods.items():
-                out.write('%s{namespace="ml",pod="%s",model_name="bert-intent"} %s %d\n' % (name, pod, values[i], t))
-    out.write("# EOF\n")
-EOF
 om_merge "$DCGM_DIR/demo.om" "$DCGM_DIR/dcgm.om" "$DCGM_DIR/vllm.om"
-say "  vLLM queue: bert-0 2 waiting, bert-1 7 waiting, bert-2 0 waiting (model bert-intent)"
+jq -r '[.vllm[] | select(.name == "vllm:num_requests_waiting")]
+  | "  vLLM queue: \(map("\(.labels.pod) \(.value) waiting") | join(", ")) (model \(.[0].labels.model_name))"' "$DCGM_DIR/expected.json"
 
 step "Prometheus $(prometheus --version 2>&1 | awk 'NR == 1 {print $3}') with that data backfilled"
 start_prometheus "$DCGM_DIR/demo.om" || die "Prometheus did not start"

@@ -11,10 +11,15 @@
 #   5. time-sliced GPUs: every pod sharing a card reads the card's value (synthetic data: no real
 #      time-sliced sample exists, see ../shared/fixtures/exporters/README.md);
 #   6. LLM inference: the HPA's reads of inference_requests_waiting/_running, per pod and per
-#      model, on real vLLM output.
-# Data: tests/lib/gen_dcgm.py (--ack-labels) backfilled, and the real exporter fixtures scraped
-# with honor_labels: false (tests/lib/exporters.sh). Expected values come from expected.json or
-# the raw fixtures.
+#      model (the doc's External model_name=qwen-coder step), with the HPA's replica arithmetic,
+#      on real vLLM output plus two SYNTHETIC vLLM pods with non-zero queues (every real
+#      fixture's queue is 0, so a queue-depth check on them alone could not fail);
+#   1b. the GPU pack on ACK-labelled device series (PodName/NamespaceName/NodeName; synthetic:
+#      no real ACK device sample is public).
+# Data: tests/lib/gen_dcgm.py (--ack-labels) backfilled, and the real exporter fixtures plus
+# gen_dcgm.py --exposition's synthetic exporters (files synthetic_*.prom) scraped by Prometheus
+# with honor_labels: false and true (tests/lib/exporters.sh). Expected values come from
+# expected.json or the raw files (tests/lib/exporters_oracle.py).
 # asan: yes
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
@@ -24,7 +29,7 @@ source tests/lib/exporters.sh
 C=/apis/custom.metrics.k8s.io/v1beta1
 E=/apis/external.metrics.k8s.io/v1beta1
 
-gen_dcgm --ack-labels || exit 1
+gen_dcgm --ack-labels --exposition || exit 1
 EXP="$DCGM_DIR/expected.json"
 # Time-sliced card (walkthrough 5): three pods of namespace `shared` on one GPU; dcgm-exporter
 # (--kubernetes-virtual-gpus) labels the card's series once per pod, with the card's value.
@@ -147,37 +152,73 @@ else
   t_fail "time-slicing: start_adapter config/packs/dcgm.yaml"
 fi
 
-# --- 4 and 6: real exporter output (MIG, vLLM), honor_labels: false ----------------------------------
-prepare_fixtures || exit 1
+# --- 4, 6 and 1b: real exporter output (MIG, vLLM) and synthetic exporters, honor_labels false/true --
+prepare_fixtures "$DCGM_DIR/exporters" || exit 1
 ORACLE="$CMA_TMP/oracle.json"
-python3 tests/lib/exporters_oracle.py "$CMA_EXPORTER_FIXTURES" "$FIX_DIR" >"$ORACLE" || exit 1
+python3 tests/lib/exporters_oracle.py "$CMA_EXPORTER_FIXTURES" "$FIX_DIR" "$DCGM_DIR/exporters" >"$ORACLE" || exit 1
 cma_stop "$KUBE_PID" 5 # the fixtures' pods replace the generated ones
 if ! start_fixture_server || ! start_fake_kube "$FIX_DIR/pods.json" || ! start_fixture_prometheus false; then
   t_fail "start the fixture scrape"
   t_summary
   exit 1
 fi
-ow() { jq -r --arg g "$1" --arg m "$2" --arg k "$3" "$CMA_JQ_QUANTITY"'.[$g][$m][$k] | quantity' "$ORACLE"; }
-if start_adapter config/packs; then
-  t_ok "MIG/LLM: discovery" wait_discovery inference_requests_waiting
-  r=$(adapter_get "$C/namespaces/gi-user1-giops-ai/pods/*/gpu_utilization_percent")
-  t_eq "MIG: the 2g.12gb instance's pod reads 100 x GR_ENGINE_ACTIVE" \
-    "testest-9sxmd $(ow pods gpu_utilization_percent gi-user1-giops-ai/testest-9sxmd)" "$(item_values "$r")"
-  r=$(adapter_get "$C/namespaces/llm/pods/*/inference_requests_waiting?labelSelector=app%3Dvllm-qwen")
-  t_eq "LLM: the HPA's read of queue depth (Pods metric)" \
-    "vllm-qwen-0 $(ow pods inference_requests_waiting llm/vllm-qwen-0)" "$(item_values "$r")"
-  r=$(adapter_get "$C/namespaces/llm/pods/*/inference_requests_running?labelSelector=app%3Dvllm-llama")
-  t_eq "LLM: running requests per pod" "vllm-llama-0 $(ow pods inference_requests_running llm/vllm-llama-0)" "$(item_values "$r")"
-  mapfile -t vals < <(item_values "$r" | awk '{print $2}')
-  t_eq "LLM: an HPA holding 4 running requests per pod wants ceil(1 x 8/4) = 2" 2 "$(hpa_desired 1 4 "${vals[@]}")"
-  r=$(adapter_get "$E/namespaces/llm/inference_requests_running")
-  t_eq "LLM: per model (External)" \
-    "$(jq -r "$CMA_JQ_QUANTITY"'.external.inference_requests_running | to_entries[] | "\(.key) \(.value | quantity)"' "$ORACLE" | LC_ALL=C sort)" \
-    "$(jq -r '.items[] | "\(.metricLabels.model_name // "") \(.value)"' <<<"$r" | LC_ALL=C sort)"
-  stop_adapter
-  t_eq "LLM: adapter exits 0 on SIGTERM" 0 "$?"
-else
-  t_fail "MIG/LLM: start_adapter config/packs"
+PROM_FALSE=$PROM_URL
+if ! start_fixture_prometheus true; then
+  t_fail "start the fixture scrape (honor_labels: true)"
+  t_summary
+  exit 1
 fi
+PROM_TRUE=$PROM_URL
+ow() { jq -r --arg g "$1" --arg m "$2" --arg k "$3" "$CMA_JQ_QUANTITY"'.[$g][$m][$k] | quantity' "$ORACLE"; }
+# The doc's vLLM HPA (target averageValue 5 over the vllm-qwen pods) and External metric (target
+# averageValue 5 for model_name=qwen-coder), replicas from the raw values.
+qwen_pods=$(jq -r "$CMA_JQ_QUANTITY"'.pods.inference_requests_waiting | to_entries[] | select(.key | startswith("llm/vllm-qwen-")) | "\(.key | ltrimstr("llm/")) \(.value | quantity)"' "$ORACLE" | sort)
+qwen_n=$(jq '[.pods.inference_requests_waiting | to_entries[] | select(.key | startswith("llm/vllm-qwen-"))] | length' "$ORACLE")
+qwen_want=$(jq --argjson n "$qwen_n" '[.pods.inference_requests_waiting | to_entries[] | select(.key | startswith("llm/vllm-qwen-")) | .value]
+  | (add / length / 5) as $r | if ($r > 0.9 and $r < 1.1) then $n else ($n * $r | ceil) end' "$ORACLE")
+qwen_model=$(jq '.external.inference_requests_waiting["qwen-coder"]' "$ORACLE")
+t_ok "LLM data: the vllm-qwen pods' queues are not all 0 (3 pods, the HPA wants more than 3)" \
+  test "$qwen_n" = 3 -a "$qwen_want" -gt 3
+for honor in false true; do
+  if [ $honor = false ]; then export PROM_URL=$PROM_FALSE; else export PROM_URL=$PROM_TRUE; fi
+  h="honor_labels $honor"
+  if start_adapter config/packs; then
+    t_ok "MIG/LLM ($h): discovery" wait_discovery inference_requests_waiting
+    r=$(adapter_get "$C/namespaces/gi-user1-giops-ai/pods/*/gpu_utilization_percent")
+    t_eq "MIG ($h): the 2g.12gb instance's pod reads 100 x GR_ENGINE_ACTIVE" \
+      "testest-9sxmd $(ow pods gpu_utilization_percent gi-user1-giops-ai/testest-9sxmd)" "$(item_values "$r")"
+    r=$(adapter_get "$C/namespaces/llm/pods/*/inference_requests_waiting?labelSelector=app%3Dvllm-qwen")
+    t_eq "LLM ($h): the HPA's read of queue depth (Pods metric)" "$qwen_pods" "$(item_values "$r")"
+    mapfile -t vals < <(item_values "$r" | awk '{print $2}')
+    t_eq "LLM ($h): the vllm HPA (target 5 per pod, 3 replicas) wants $qwen_want" "$qwen_want" "$(hpa_desired 3 5 "${vals[@]}")"
+    r=$(adapter_get "$E/namespaces/llm/inference_requests_waiting?labelSelector=model_name%3Dqwen-coder")
+    t_eq "LLM ($h): the doc's External read, model_name=qwen-coder" "qwen-coder $(quantity "$qwen_model")" \
+      "$(jq -r '.items[] | "\(.metricLabels.model_name) \(.value)"' <<<"$r")"
+    mapfile -t vals < <(jq -r '.items[].value' <<<"$r")
+    # External AverageValue: desired = ceil(value / target) (usage ratio value / (target x replicas)).
+    t_eq "LLM ($h): the External metric at 5 per replica wants ceil($qwen_model / 5) from 3" \
+      "$(jq -n --argjson v "$qwen_model" '($v / 15) as $r | if ($r > 0.9 and $r < 1.1) then 3 else (3 * $r | ceil) end')" \
+      "$(hpa_desired 3 15 "${vals[@]}")"
+    r=$(adapter_get "$C/namespaces/llm/pods/*/inference_requests_running?labelSelector=app%3Dvllm-llama")
+    t_eq "LLM ($h): running requests per pod" "vllm-llama-0 $(ow pods inference_requests_running llm/vllm-llama-0)" "$(item_values "$r")"
+    mapfile -t vals < <(item_values "$r" | awk '{print $2}')
+    t_eq "LLM ($h): an HPA holding 4 running requests per pod wants ceil(1 x 8/4) = 2" 2 "$(hpa_desired 1 4 "${vals[@]}")"
+    r=$(adapter_get "$E/namespaces/llm/inference_requests_running")
+    t_eq "LLM ($h): per model (External)" \
+      "$(jq -r "$CMA_JQ_QUANTITY"'.external.inference_requests_running | to_entries[] | "\(.key) \(.value | quantity)"' "$ORACLE" | LC_ALL=C sort)" \
+      "$(jq -r '.items[] | "\(.metricLabels.model_name // "") \(.value)"' <<<"$r" | LC_ALL=C sort)"
+    # 1b: the GPU pack on ACK-labelled device series, no rules of one's own.
+    r=$(adapter_get "$C/namespaces/syn-ack/pods/*/gpu_utilization_percent")
+    t_eq "ACK ($h): gpu_utilization_percent per pod from PodName/NamespaceName" \
+      "ack-infer-0 $(ow pods gpu_utilization_percent syn-ack/ack-infer-0)|ack-train-0 $(ow pods gpu_utilization_percent syn-ack/ack-train-0)" \
+      "$(item_values "$r" | paste -sd'|')"
+    r=$(adapter_get "$C/nodes/syn-node-ack/gpu_utilization_percent")
+    t_eq "ACK ($h): per node from NodeName" "syn-node-ack $(ow nodes gpu_utilization_percent syn-node-ack)" "$(item_values "$r")"
+    stop_adapter
+    t_eq "LLM ($h): adapter exits 0 on SIGTERM" 0 "$?"
+  else
+    t_fail "MIG/LLM ($h): start_adapter config/packs"
+  fi
+done
 
 t_summary

@@ -8,6 +8,12 @@
 # honor_labels: false Prometheus itself attributes idle GPUs to it: checked that it does); the
 # packs load as a directory and as two --config flags; a third-party rule file merges with a pack;
 # the kubernetes/examples recording rule and adapter config fixtures.
+# Next to the real fixtures: SYNTHETIC exporter output (tests/lib/gen_dcgm.py --exposition, files
+# synthetic_*.prom, label sets copied from the real fixtures), because no real sample has data
+# for every label variant: one dcgm-exporter per variant (pod/namespace with Hostname, with
+# hostname, pod_name/pod_namespace, ACK's PodName/NamespaceName/NodeName; exported_* from the
+# honor_labels: false scrape), each with FB_USED and FB_FREE, whole GPUs, MIG instances and idle
+# GPUs; and two vLLM pods with non-zero queues served as model_name=qwen-coder.
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh
@@ -18,9 +24,14 @@ C=/apis/custom.metrics.k8s.io/v1beta1
 E=/apis/external.metrics.k8s.io/v1beta1
 GPU_METRICS="gpu_utilization_percent gpu_engine_active_percent gpu_mem_copy_utilization_percent gpu_memory_used_bytes gpu_memory_used_percent"
 
-prepare_fixtures || exit 1
+gen_dcgm --exposition --span 0 || exit 1 # only exporters/ is used here
+SYN="$DCGM_DIR/exporters"
+prepare_fixtures "$SYN" || exit 1
 ORACLE="$CMA_TMP/oracle.json"
-python3 tests/lib/exporters_oracle.py "$CMA_EXPORTER_FIXTURES" "$FIX_DIR" >"$ORACLE" || exit 1
+python3 tests/lib/exporters_oracle.py "$CMA_EXPORTER_FIXTURES" "$FIX_DIR" "$SYN" >"$ORACLE" || exit 1
+# SYNTHETIC variants: namespace, node, and the exporter's Hostname when it is not the node (ACK).
+SYN_VARIANTS="syn-k8s:syn-node-k8s syn-hostname:syn-node-hostname syn-oldns:syn-node-oldns syn-ack:syn-node-ack"
+ACK_EXPORTER_HOST=$(jq -r '.[] | select(.fixture == "synthetic_dcgm-exporter_ack.prom") | .host' "$FIX_DIR/targets.json")
 # o JQ: jq -r over the oracle.
 o() { jq -r "$1" "$ORACLE"; }
 # want GROUP METRIC: "KEY QUANTITY" lines of the oracle, sorted.
@@ -31,6 +42,28 @@ t_ok "oracle: the MIG fixture's pod averages two GR_ENGINE_ACTIVE readings" \
   test "$(want pods gpu_utilization_percent | grep testest)" = "gi-user1-giops-ai/testest-9sxmd 53834m"
 t_ok "oracle: Triton's queue time is the fixture's totals' ratio (11110 us / 161 requests)" \
   test "$(want pods inference_queue_time_us_per_request)" = "llm/triton-0 69006m"
+# The per-variant checks below compare the oracle's keys with the adapter's: make sure every
+# variant has non-zero values there to compare (two pods, the namespace, the node).
+counts=$(jq -r --arg v "$SYN_VARIANTS" --arg ms "$GPU_METRICS" '. as $o | ($v | split(" ")[] | split(":")) as [$ns, $node]
+  | ($ms | split(" ")[]) as $m
+  | [($o.pods[$m] // {} | to_entries[] | select(.key | startswith($ns + "/")) | .value),
+     $o.namespaces[$m][$ns], $o.nodes[$m][$node]]
+  | "\($ns) \($m) \(map(select(. != null and . > 0)) | length)"' "$ORACLE")
+for v in $SYN_VARIANTS; do
+  for m in $GPU_METRICS; do
+    t_eq "oracle: variant ${v%%:*}: $m has 2 non-zero pod values, a namespace and a node value" 4 \
+      "$(awk -v ns="${v%%:*}" -v m="$m" '$1 == ns && $2 == m { print $3 }' <<<"$counts")"
+  done
+done
+t_ok "oracle: the ACK exporter's Hostname is its pod's name, not the node" test "$ACK_EXPORTER_HOST" != syn-node-ack -a -n "$ACK_EXPORTER_HOST"
+t_ok "oracle: the synthetic vLLM pods give model_name=qwen-coder a non-zero queue" \
+  test "$(want external inference_requests_waiting | grep '^qwen-coder ')" = "qwen-coder 19"
+
+# Every name a pack serves is a row of docs/gpu.md's tables: | `name` | unit | meaning | ...
+for m in $(sed -n 's/^ *name: {as: \([a-z_]*\)}.*/\1/p' config/packs/*.yaml | sort -u); do
+  t_ok "docs/gpu.md lists $m with its unit and meaning" grep -Eq "^\| \`$m\` \| [^|]+ \| [^|]+ \|" docs/gpu.md
+done
+t_eq "the packs serve 9 names (docs/gpu.md's tables)" 9 "$(sed -n 's/^ *name: {as: \([a-z_]*\)}.*/\1/p' config/packs/*.yaml | sort -u | wc -l)"
 
 # The kubernetes/examples PrometheusRule (relabels exported_pod into pod), as a rule file.
 python3 - "$CMA_EXPORTER_FIXTURES/prometheus-rule_kubernetes-examples_dcgm-exported-pod-relabel.yaml" \
@@ -120,12 +153,22 @@ check_packs() {
   # A Host label holding an exporter pod's name is no node of ours.
   adapter_fetch "$C/nodes/nvidia-dcgm-exporter-57pvc/gpu_utilization_percent"
   t_eq "$label: node label first: no value under the exporter's Hostname (404)" 404 "$R_STATUS"
+  adapter_fetch "$C/nodes/$ACK_EXPORTER_HOST/gpu_utilization_percent"
+  t_eq "$label: NodeName first (ACK): no value under the exporter's Hostname (404)" 404 "$R_STATUS"
+  r=$(adapter_get "$C/nodes/syn-node-ack/gpu_memory_used_percent")
+  t_eq "$label: ACK node from NodeName alone: gpu_memory_used_percent" \
+    "syn-node-ack $(jq -r "$CMA_JQ_QUANTITY"'.nodes.gpu_memory_used_percent["syn-node-ack"] | quantity' "$ORACLE")" "$(item_values "$r")"
   # Per model, selected like an HPA's metric selector (a valid label value).
   r=$(adapter_get "$E/namespaces/llm/inference_queue_time_us_per_request?labelSelector=model%3Dmy_model")
   t_eq "$label: Triton queue time for model=my_model" "$(want external inference_queue_time_us_per_request)" \
     "$(jq -r '.items[] | "\(.metricLabels.model) \(.value)"' <<<"$r")"
   r=$(adapter_get "$E/namespaces/llm/inference_requests_running?labelSelector=model_name%3Dnone")
   t_json "$label: a model without data has no item" "$r" '.items | length' 0
+  for m in inference_requests_waiting inference_requests_running inference_kv_cache_usage_percent; do
+    r=$(adapter_get "$E/namespaces/llm/$m?labelSelector=model_name%3Dqwen-coder")
+    t_eq "$label: $m for model_name=qwen-coder (selected, non-zero)" \
+      "$(want external "$m" | grep '^qwen-coder ')" "$(jq -r '.items[] | "\(.metricLabels.model_name) \(.value)"' <<<"$r")"
+  done
 }
 
 # --- honor_labels: true, the packs as two --config flags ------------------------------------------
@@ -134,6 +177,8 @@ t_json "honor_labels true: idle GPUs carry no pod (the exporter wrote pod=\"\")"
   "$(prom_query 'count(DCGM_FI_DEV_SM_CLOCK{Hostname="dcgm-exporter-lcxpl",pod=""})')" '.data.result[0].value[1]' 5
 t_json "honor_labels true: a series without pod labels gets the exporter's pod" \
   "$(prom_query 'count(DCGM_FI_DEV_FB_USED{Hostname="k8s-gpu1",namespace="gpu-operator"})')" '.data.result[0].value[1]' 1
+t_json "honor_labels true: the synthetic pod/namespace variants keep the workload's labels" \
+  "$(prom_query 'count(DCGM_FI_DEV_GPU_UTIL{namespace=~"syn-k8s|syn-hostname",exported_pod=""})')" '.data.result[0].value[1]' 6
 if start_adapter config/packs/dcgm.yaml --config=config/packs/inference.yaml; then
   check_packs "honor_labels true"
   stop_adapter
@@ -149,8 +194,12 @@ t_json "honor_labels false: workload labels became exported_*" \
   '.data.result[0].value[1]' 2
 t_json "honor_labels false: Prometheus puts the exporter's pod on idle GPUs (the trap)" \
   "$(prom_query 'count(DCGM_FI_DEV_SM_CLOCK{pod="dcgm-exporter-lcxpl",exported_pod=""})')" '.data.result[0].value[1]' 5
+t_json "honor_labels false: the synthetic pod/namespace variants' workloads are in exported_*" \
+  "$(prom_query 'count(DCGM_FI_DEV_GPU_UTIL{exported_namespace=~"syn-k8s|syn-hostname",namespace="gpu-operator"})')" '.data.result[0].value[1]' 6
+t_json "honor_labels false: ACK and pod_name series keep their labels and get the exporter's pod" \
+  "$(prom_query 'count({__name__=~"DCGM_FI_DEV_GPU_UTIL|dcgm_fi_dev_gpu_util",namespace="gpu-operator",exported_pod="",NamespaceName="syn-ack"} or {__name__=~"DCGM_FI_DEV_GPU_UTIL|dcgm_fi_dev_gpu_util",namespace="gpu-operator",exported_pod="",pod_namespace="syn-oldns"})')" '.data.result[0].value[1]' 6
 t_json "honor_labels false: kubernetes/examples' recording rule falls into it" \
-  "$(prom_query 'count(dcgm_fi_dev_gpu_util_relabelled{namespace="gpu-operator"})')" '.data.result[0].value[1]' 2
+  "$(prom_query 'count(dcgm_fi_dev_gpu_util_relabelled{namespace="gpu-operator",Hostname!~"syn-.*|ack-prometheus-.*",hostname!~"syn-.*"})')" '.data.result[0].value[1]' 2
 if start_adapter config/packs; then
   check_packs "honor_labels false"
   r=$(prom_query 'avg by (pod) (dcgm_fi_dev_gpu_util_relabelled{pod="gpu-test"})' | jq -r "$CMA_JQ_QUANTITY"'.data.result[] | "default/\(.metric.pod) \(.value[1] | tonumber | quantity)"')

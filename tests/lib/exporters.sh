@@ -3,7 +3,9 @@
 # by a real Prometheus, with honor_labels true or false (tests/lib/fixture_scrape.py says what
 # stands in for the cluster). Source it after tests/lib/common.sh.
 #
-#   prepare_fixtures                  FIX_DIR: serve/ tree, targets.json, pods.json, stored.om
+#   prepare_fixtures [DIR...]         FIX_DIR: serve/ tree, targets.json, pods.json, stored.om; the
+#                                     DIRs (gen_dcgm.py --exposition's synthetic exporters/) are
+#                                     served next to the real fixtures
 #   start_fixture_server              a plain HTTP server over $FIX_DIR/serve (FIX_HTTP_PORT)
 #   start_fixture_prometheus HONOR [RULES_FILE]
 #                                     Prometheus scraping every target every second (recording
@@ -16,7 +18,7 @@ export CMA_EXPORTER_FIXTURES
 
 prepare_fixtures() {
   FIX_DIR="$CMA_TMP/fixtures"
-  python3 "$CMA_LIB/fixture_scrape.py" prepare "$FIX_DIR" "$CMA_EXPORTER_FIXTURES" || return 1
+  python3 "$CMA_LIB/fixture_scrape.py" prepare "$FIX_DIR" "$CMA_EXPORTER_FIXTURES" "$@" || return 1
   export FIX_DIR
 }
 

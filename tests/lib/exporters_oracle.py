@@ -2,7 +2,9 @@
 """exporters_oracle.py: what the packs (config/packs) must serve for the fixtures in
 ../shared/fixtures/exporters, computed from the raw files alone, without PromQL or Prometheus.
 
-Usage: exporters_oracle.py FIXTURES_DIR FIX_DIR   (FIX_DIR: fixture_scrape.py prepare's output)
+Usage: exporters_oracle.py FIXTURES_DIR FIX_DIR [MORE_DIRS...]
+  FIX_DIR: fixture_scrape.py prepare's output; MORE_DIRS: the other directories given to prepare
+  (gen_dcgm.py --exposition's synthetic exporters/), read like FIXTURES_DIR
 Prints JSON: {"pods": {metric: {"ns/pod": value}}, "namespaces": {metric: {ns: value}},
 "nodes": {metric: {node: value}}, "external": {metric: {model_name or "": value}},
 "exporter_pods": ["gpu-operator/<pod>", ...]}. Values are plain numbers (the test formats them
@@ -15,8 +17,11 @@ The rules, from the exporters' documented semantics, not from the packs' queries
 - utilisation: DCGM_FI_DEV_GPU_UTIL for whole GPUs, 100 x DCGM_FI_PROF_GR_ENGINE_ACTIVE for MIG
   instances (series with GPU_I_ID); metric names in either case;
 - per pod/namespace: mean (utilisation, engine active) or sum (memory, bytes = MiB x 2^20);
-- per node: the hostname/Hostname label (a host that is a dcgm-exporter pod's name is no node),
-  every GPU, idle or not; the stored series (no exposition) use their node label first;
+  memory percent: 100 x the sum of FB_USED / the sum of (FB_USED + FB_FREE) over the GPUs that
+  report both (a GPU's FB_FREE: the FB_FREE series with the same labels); none: no value;
+- per node: the NodeName (ACK), hostname or Hostname label, first set wins (a host that is an
+  exporter pod's name, dcgm-exporter-... or ...gpu-exporter-..., is no node), every GPU, idle or
+  not; the stored series (no exposition) use their node label first;
 - inference: the pod is the scrape target's (targets.json); waiting = vllm:num_requests_waiting +
   tgi_queue_size, running = vllm:num_requests_running + tgi_batch_current_size, KV cache = 100 x
   mean of vllm:gpu_cache_usage_perc; Triton queue time per request = queue_duration_us /
@@ -49,8 +54,9 @@ def workload(labels):
 
 
 def node_of(labels):
-    host = labels.get("node") or labels.get("hostname") or labels.get("Hostname") or ""
-    return host if host and "dcgm-exporter" not in host else None
+    host = (labels.get("node") or labels.get("NodeName") or labels.get("hostname")
+            or labels.get("Hostname") or "")
+    return host if host and "dcgm-exporter" not in host and "gpu-exporter" not in host else None
 
 
 class Acc:
@@ -65,12 +71,18 @@ class Acc:
         for group, metrics in self.data.items():
             for metric, keys in metrics.items():
                 agg = how[metric]
-                out.setdefault(group, {})[metric] = {
-                    k: (sum(v) / len(v) if agg == "avg" else sum(v)) for k, v in keys.items()}
+                if agg == "ratio":  # values are (used, used + free or None) pairs
+                    vals = {k: (sum(u for u, _ in v), [t for _, t in v if t is not None])
+                            for k, v in keys.items()}
+                    vals = {k: 100 * used / sum(totals) for k, (used, totals) in vals.items() if totals}
+                else:
+                    vals = {k: (sum(v) / len(v) if agg == "avg" else sum(v)) for k, v in keys.items()}
+                if vals:
+                    out.setdefault(group, {})[metric] = vals
         return out
 
 
-def gpu_values(name, labels, value):
+def gpu_values(name, labels, value, fb_free):
     """(served metric, value) pairs one DCGM series contributes to."""
     n = name.upper()
     mig = bool(labels.get("GPU_I_ID"))
@@ -84,11 +96,20 @@ def gpu_values(name, labels, value):
         yield "gpu_mem_copy_utilization_percent", value
     if n == "DCGM_FI_DEV_FB_USED":
         yield "gpu_memory_used_bytes", value * 1048576
+        free = fb_free.get(frozenset(labels.items()))
+        yield "gpu_memory_used_percent", (value, None if free is None else value + free)
 
 
-def main(fixtures, fix_dir):
+def fb_free_of(series):
+    """{frozenset(labels): FB_FREE value} of a file's series."""
+    return {frozenset(labels.items()): value for name, labels, value in series
+            if name.upper() == "DCGM_FI_DEV_FB_FREE"}
+
+
+def main(fixture_dirs, fix_dir):
     how = {"gpu_utilization_percent": "avg", "gpu_engine_active_percent": "avg",
            "gpu_mem_copy_utilization_percent": "avg", "gpu_memory_used_bytes": "sum",
+           "gpu_memory_used_percent": "ratio",
            "inference_requests_waiting": "sum", "inference_requests_running": "sum",
            "inference_kv_cache_usage_percent": "avg"}
     acc = Acc()
@@ -96,8 +117,7 @@ def main(fixtures, fix_dir):
         targets = json.load(f)
     inference_pod = {t["fixture"]: t["labels"] for t in targets if t["kind"] == "inference"}
     queue = {}  # (ns, pod) or model -> [duration, success]
-    for name in sorted(os.listdir(fixtures)):
-        path = os.path.join(fixtures, name)
+    for name, path in sorted((n, os.path.join(d, n)) for d in fixture_dirs for n in os.listdir(d)):
         if not name.endswith(".prom"):
             continue
         if name in inference_pod:
@@ -118,9 +138,11 @@ def main(fixtures, fix_dir):
                     for key in ((ns, pod), ns, "model:" + labels.get("model", "")):
                         queue.setdefault(key, [0.0, 0.0])[i] += value
             continue
-        for metric, labels, value in samples(path):
+        series = list(samples(path))
+        free = fb_free_of(series)
+        for metric, labels, value in series:
             owner, node = workload(labels), node_of(labels)
-            for served, v in gpu_values(metric, labels, value):
+            for served, v in gpu_values(metric, labels, value, free):
                 if owner:
                     acc.add("pods", served, owner[0] + "/" + owner[1], v)
                     acc.add("namespaces", served, owner[0], v)
@@ -129,7 +151,7 @@ def main(fixtures, fix_dir):
     stored = os.path.join(fix_dir, "stored.json")
     for s in json.load(open(stored, encoding="utf-8")) if os.path.exists(stored) else []:
         node = node_of(s["labels"])
-        for served, v in gpu_values(s["name"], s["labels"], s["value"]):
+        for served, v in gpu_values(s["name"], s["labels"], s["value"], {}):
             if node:
                 acc.add("nodes", served, node, v)
     out = acc.result(how)
@@ -150,6 +172,6 @@ def main(fixtures, fix_dir):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    main([sys.argv[1]] + sys.argv[3:], sys.argv[2])

@@ -3,7 +3,10 @@
 real Prometheus, the way a Kubernetes cluster presents it.
 
 Usage:
-  fixture_scrape.py prepare OUT_DIR FIXTURES_DIR   serve/ tree, targets.json, pods.json, stored.om
+  fixture_scrape.py prepare OUT_DIR FIXTURES_DIR [MORE_DIRS...]
+                                                    serve/ tree, targets.json, pods.json, stored.om
+                                                    (MORE_DIRS: e.g. gen_dcgm.py --exposition's
+                                                    SYNTHETIC exporters/, served the same way)
   fixture_scrape.py config OUT_DIR HTTP_PORT HONOR prometheus.yml on stdout (HONOR: true|false)
   fixture_scrape.py started OUT_DIR                 the Triton target's counters go from 0 to the
                                                     fixture's values (see below)
@@ -27,6 +30,10 @@ What stands in for what:
   exactly those labels; it has no sample values, so each series gets 1 + its gpu label (the test
   computes expectations from the same rule, documented here).
 - Inference servers are scraped directly: their pod is the server's own (vllm-qwen-0, ...).
+  gen_dcgm.py --exposition's synthetic vLLM pods (synthetic_vllm-qwen-N.prom) are vllm-qwen-N,
+  next to the real fixture's vllm-qwen-0, all app=vllm-qwen.
+- A Hostname naming an exporter pod (dcgm-exporter-..., ACK's ...gpu-exporter-...) names the
+  target's pod.
 - Triton's counters start at 0 (a server that has just started, same series) and become the
   fixture's values with `started`: a rate over the window then covers the fixture's totals
   exactly, so queue time per request = nv_inference_queue_duration_us / nv_inference_request_success.
@@ -51,6 +58,8 @@ INFERENCE = {  # fixture name prefix -> (job, pod, app)
     "vllm_docs": ("vllm", "vllm-llama-0", "vllm-llama"),
     "ibm-vllm-tgis": ("tgis", "tgis-bloom-0", "tgis-bloom"),
     "triton_": ("triton", "triton-0", "triton"),
+    "synthetic_vllm-qwen-1": ("vllm", "vllm-qwen-1", "vllm-qwen"),
+    "synthetic_vllm-qwen-2": ("vllm", "vllm-qwen-2", "vllm-qwen"),
 }
 
 
@@ -67,7 +76,7 @@ def host_of(labels):
 
 
 def is_exporter_pod(host):
-    return "dcgm-exporter" in host
+    return "dcgm-exporter" in host or "gpu-exporter" in host
 
 
 def split_dcgm(lines):
@@ -104,11 +113,10 @@ def zeroed(lines):
     return out
 
 
-def prepare(out, fixtures):
+def prepare(out, fixture_dirs):
     targets, pods = [], []
-    names = sorted(os.listdir(fixtures))
-    for name in names:
-        path = os.path.join(fixtures, name)
+    paths = sorted((name, os.path.join(d, name)) for d in fixture_dirs for name in os.listdir(d))
+    for name, path in paths:
         stem = name.rsplit(".", 1)[0]
         if name.endswith(".series.txt"):
             stored(out, path)
@@ -216,8 +224,8 @@ def started(out):
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "prepare":
-        prepare(argv[2], argv[3])
+    if len(argv) >= 4 and argv[1] == "prepare":
+        prepare(argv[2], argv[3:])
     elif len(argv) == 5 and argv[1] == "config":
         config(argv[2], argv[3], argv[4])
     elif len(argv) == 3 and argv[1] == "started":

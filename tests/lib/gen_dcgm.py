@@ -3,6 +3,7 @@
 
 Usage: gen_dcgm.py OUT_DIR [--start-offset 120] [--span 3600] [--step 60]
                            [--ack-labels] [--exported-labels] [--hostname-label Hostname]
+                           [--exposition] [--vllm]
 
 Writes into OUT_DIR:
   dcgm.om        OpenMetrics for `promtool tsdb create-blocks-from openmetrics` (timestamps in s)
@@ -13,6 +14,19 @@ Writes into OUT_DIR:
                  recorded fixtures; listing them here moves them onto the GPU nodes below.
   expected.json  every series (name, labels, constant value) plus the pods, nodes, the time
                  range and the expected value of the seed-004 recording rule.
+  vllm.om        with --vllm only: vLLM 0.x queue gauges (num_requests_waiting/_running,
+                 gpu_cache_usage_perc) of the bert pods as a scrape of each pod stores them
+                 (namespace, pod, model_name="bert-intent"), from VLLM_PODS; the demo's data.
+                 expected.json then lists them under "vllm" (same shape as "series").
+  exporters/     with --exposition only: SYNTHETIC exporter output in the exposition format, to
+                 be served to and scraped by a real Prometheus (tests/lib/fixture_scrape.py
+                 prepare takes this directory next to ../shared/fixtures/exporters). Every file is
+                 named synthetic_*.prom and starts with a "# SYNTHETIC" comment. One DCGM exporter
+                 per workload-label variant, each on its own node and namespace, with label sets
+                 copied from the real fixtures (see EXPOSITION_VARIANTS), and two vLLM pods shaped
+                 like the real vLLM 0.x fixture but with non-zero queues and a served model name
+                 without '/' (model_name="qwen-coder"). Expected values: exporters_oracle.py, from
+                 these files.
 
 DESIGN: values are constant over time and a pure function of the GPU slot table below (so of
 the labels), so a test can compute any expected answer with jq from expected.json. Samples run
@@ -85,6 +99,132 @@ PODS = [
 
 # GR_ENGINE_ACTIVE is NaN for this pod (DCP profiling unavailable on its card).
 NAN_PROFILING_POD = ("ml", "other-0")
+
+
+# --exposition: one synthetic dcgm-exporter per label variant. Label order and names copied from
+# the real fixtures (../shared/fixtures/exporters):
+#   k8s-Hostname   dcgm-exporter 3.x --kubernetes (issue363/issue713 shape): Hostname=<node>,
+#                  DCGM_FI_DRIVER_VERSION, container/namespace/pod; scraped with honor_labels: false
+#                  these become exported_container/exported_namespace/exported_pod;
+#   k8s-hostname   dcgm-exporter HEAD (T4 hami-workshop shape): pci_bus_id, lowercase hostname;
+#   old-namespace  --use-old-namespace on a GKE-style build (issue272 shape): lowercase metric
+#                  names, lowercase uuid, container_name/pod_name/pod_namespace. The issue's excerpt
+#                  has no host label; Hostname=<node> is added here (3.x writes it) so the variant
+#                  has a node value;
+#   ack            Alibaba ACK (the label names of seed 001's per-process series, on DCGM_FI_*
+#                  device series; no real ACK device sample is public): NodeName=<node>,
+#                  NamespaceName/PodName/ContainerName, and Hostname holding the exporter pod's
+#                  name (DaemonSet without hostNetwork), so the node comes from NodeName alone.
+# Idle GPUs carry the workload labels with empty values, as every exporter writes them.
+EXPOSITION_VARIANTS = [
+    # name, node, namespace, pod prefix, model name
+    ("k8s-Hostname", "syn-node-k8s", "syn-k8s", "k8s", "NVIDIA A100-SXM4-80GB"),
+    ("k8s-hostname", "syn-node-hostname", "syn-hostname", "hn", "Tesla T4"),
+    ("old-namespace", "syn-node-oldns", "syn-oldns", "oldns", "NVIDIA A100 80GB PCIe"),
+    ("ack", "syn-node-ack", "syn-ack", "ack", "NVIDIA A10"),
+]
+# One row per GPU or MIG instance: gpu, MIG instance id (None: whole GPU), owner ("train", "infer"
+# or None: idle), GPU_UTIL (%), FB_USED, FB_FREE (MiB), GR_ENGINE_ACTIVE (ratio). A variant's
+# values are offset by its index (utilisation +3 x index, engine +index/32, FB_USED +256 x
+# index MiB, FB_FREE as much less) so that no two variants agree. Engine ratios are binary
+# fractions: 100 x avg(ratios) (PromQL) and avg(100 x ratio) (the oracle) are then the same
+# double, so neither truncates to one milli-unit less than the other.
+EXPOSITION_SLOTS = [
+    (0, None, "train", 31, 4000, 12000, 0.25),
+    (1, None, "train", 57, 6000, 10000, 0.5),
+    (2, None, "infer", 82, 12000, 4000, 0.75),
+    (3, None, None, 0, 0, 16000, 0),
+    (4, "1", "infer", None, 9000, 11000, 0.625),
+    (4, "2", None, None, 0, 20000, 0),
+]
+EXPOSITION_HELP = {
+    "DCGM_FI_DEV_GPU_UTIL": "GPU utilization (in %).",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "Memory utilization (in %).",
+    "DCGM_FI_DEV_FB_FREE": "Framebuffer memory free (in MiB).",
+    "DCGM_FI_DEV_FB_USED": "Framebuffer memory used (in MiB).",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "Ratio of time the graphics engine is active.",
+}
+# --vllm (scripts/demo.sh): per bert pod, vllm:num_requests_waiting, vllm:num_requests_running,
+# vllm:gpu_cache_usage_perc.
+VLLM_PODS = [("bert-0", 2, 4, 0.35), ("bert-1", 7, 8, 0.82), ("bert-2", 0, 3, 0.12)]
+VLLM_NAMES = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:gpu_cache_usage_perc")
+
+
+def build_vllm_series():
+    """[(metric name, labels, value)], family by family."""
+    return [(name, {"namespace": "ml", "pod": row[0], "model_name": "bert-intent"}, float(row[1 + i]))
+            for i, name in enumerate(VLLM_NAMES) for row in VLLM_PODS]
+
+
+# vLLM 0.x pods (shape of vllm-v0_metrics_Qwen2.5-Coder-32B_production-stack-issue318.prom, whose
+# queue is empty): file stem (tests/lib/fixture_scrape.py maps it to pod vllm-qwen-N), running,
+# waiting, KV-cache ratio.
+EXPOSITION_VLLM = [
+    ("synthetic_vllm-qwen-1", 6, 12, 0.83),
+    ("synthetic_vllm-qwen-2", 4, 7, 0.41),
+]
+VLLM_HELP = [
+    ("vllm:num_requests_running", "Number of requests in model execution batches."),
+    ("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+    ("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage."),
+]
+
+
+def exposition_labels(variant, gpu, mig, owner):
+    name, node, namespace, prefix, model = variant
+    pod = "%s-%s-0" % (prefix, owner) if owner else ""
+    ns = namespace if owner else ""
+    container = owner if owner else ""
+    uid = gpu_uuid(node, gpu)
+    mig_labels = [("GPU_I_PROFILE", "3g.40gb"), ("GPU_I_ID", mig)] if mig else []
+    if name == "k8s-Hostname":
+        return ([("gpu", str(gpu)), ("UUID", uid), ("device", "nvidia%d" % gpu), ("modelName", model)]
+                + mig_labels + [("Hostname", node), ("DCGM_FI_DRIVER_VERSION", DRIVER_VERSION),
+                                ("container", container), ("namespace", ns), ("pod", pod)])
+    if name == "k8s-hostname":
+        return ([("gpu", str(gpu)), ("UUID", uid), ("pci_bus_id", "00000000:00:%02X.0" % (4 + gpu)),
+                 ("device", "nvidia%d" % gpu), ("modelName", model)]
+                + mig_labels + [("hostname", node), ("container", container), ("namespace", ns),
+                                ("pod", pod)])
+    if name == "old-namespace":
+        return ([("gpu", str(gpu)), ("uuid", uid), ("device", "nvidia%d" % gpu), ("modelName", model)]
+                + mig_labels + [("Hostname", node), ("container_name", container),
+                                ("pod_name", pod), ("pod_namespace", ns)])
+    return ([("gpu", str(gpu)), ("UUID", uid), ("device", "nvidia%d" % gpu), ("modelName", model)]
+            + mig_labels + [("Hostname", "ack-prometheus-gpu-exporter-" + str(uuid.uuid5(UUID_NAMESPACE, node))[:5]),
+                            ("NodeName", node), ("NamespaceName", ns), ("PodName", pod),
+                            ("ContainerName", container)])
+
+
+def write_exposition(out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    for index, variant in enumerate(EXPOSITION_VARIANTS):
+        lowercase = variant[0] == "old-namespace"
+        lines = ["# SYNTHETIC dcgm-exporter output (tests/lib/gen_dcgm.py --exposition), label variant "
+                 "%s: not a real exporter's output\n" % variant[0]]
+        for metric, help_text in EXPOSITION_HELP.items():
+            name = metric.lower() if lowercase else metric
+            lines.append("# HELP %s %s\n# TYPE %s gauge\n" % (name, help_text, name))
+            for gpu, mig, owner, util, used, free, active in EXPOSITION_SLOTS:
+                if metric in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL") and mig:
+                    continue  # not reported on MIG instances
+                value = {"DCGM_FI_DEV_GPU_UTIL": util + 3 * index if util else 0,
+                         "DCGM_FI_DEV_MEM_COPY_UTIL": (util + 3 * index) / 2 if util else 0,
+                         "DCGM_FI_DEV_FB_USED": used + 256 * index if used else 0,
+                         "DCGM_FI_DEV_FB_FREE": free - 256 * index if used else free,
+                         "DCGM_FI_PROF_GR_ENGINE_ACTIVE": active + index / 32 if active else 0}[metric]
+                labels = ",".join('%s="%s"' % kv for kv in exposition_labels(variant, gpu, mig, owner))
+                lines.append("%s{%s} %s\n" % (name, labels, format_value(float(value))))
+        with open(os.path.join(out_dir, "synthetic_dcgm-exporter_%s.prom" % variant[0]), "w",
+                  encoding="utf-8") as out:
+            out.writelines(lines)
+    for stem, running, waiting, cache in EXPOSITION_VLLM:
+        with open(os.path.join(out_dir, stem + ".prom"), "w", encoding="utf-8") as out:
+            out.write("# SYNTHETIC vLLM 0.x output (tests/lib/gen_dcgm.py --exposition), served as "
+                      "--served-model-name qwen-coder: not a real server's output\n")
+            for (name, help_text), value in zip(VLLM_HELP, (running, waiting, cache)):
+                out.write("# HELP %s %s\n# TYPE %s gauge\n" % (name, help_text, name))
+                out.write('%s{model_name="qwen-coder"} %s\n' % (name, float(value)))
 
 
 def gpu_uuid(node, gpu):
@@ -275,6 +415,10 @@ def main(argv):
                         help="honorLabels: false scrape: exported_namespace/exported_pod/...")
     parser.add_argument("--hostname-label", default="Hostname",
                         help="name of the host label (Hostname, or hostname on dcgm-exporter master)")
+    parser.add_argument("--vllm", action="store_true",
+                        help="also write vllm.om (the demo's vLLM queue gauges, see the docstring)")
+    parser.add_argument("--exposition", action="store_true",
+                        help="also write OUT_DIR/exporters/synthetic_*.prom (see the docstring)")
     args = parser.parse_args(argv)
     if args.step <= 0 or args.span < 0:
         parser.error("--step must be > 0 and --span >= 0")
@@ -286,6 +430,11 @@ def main(argv):
     check_families_contiguous(series)
 
     os.makedirs(args.out_dir, exist_ok=True)
+    if args.exposition:
+        write_exposition(os.path.join(args.out_dir, "exporters"))
+    vllm = build_vllm_series() if args.vllm else []
+    if vllm:
+        write_samples(os.path.join(args.out_dir, "vllm.om"), vllm, timestamps, 1, "# EOF\n")
     write_samples(os.path.join(args.out_dir, "dcgm.om"), series, timestamps, 1, "# EOF\n")
     write_samples(os.path.join(args.out_dir, "dcgm.prom"), series, timestamps, 1000, "")
 
@@ -314,6 +463,8 @@ def main(argv):
                                   "value": cuda_test_gpu_avg(series)},
         },
     }
+    if vllm:
+        expected["vllm"] = [{"name": name, "labels": labels, "value": value} for name, labels, value in vllm]
     with open(os.path.join(args.out_dir, "expected.json"), "w", encoding="utf-8") as out:
         json.dump(expected, out, indent=1)
         out.write("\n")
