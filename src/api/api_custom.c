@@ -28,6 +28,7 @@
 #include "cma/config.h"
 #include "cma/discovery.h"
 #include "cma/encode.h"
+#include "cma/hash.h"
 #include "cma/kube.h"
 #include "cma/log.h"
 #include "cma/objcache.h"
@@ -42,6 +43,15 @@
 #include "cma/server.h"
 #include "cma/str.h"
 
+/* The request's names by text (cma_htab over cr->names): matching a sample to its object costs
+ * one hash and, as a rule, one strcmp, whatever the number of names (a linear scan made a
+ * 1,000-pod request spend most of its CPU in strcmp: docs/benchmarks.md, "Sample matching"). */
+struct name_index {
+    struct cma_htab tab; /* slots adopted by the request's arena */
+    char *const *names;
+    size_t n;
+};
+
 struct custom_request {
     struct cma_arena *arena; /* the request's: everything below lives as long as it */
     const struct cma_api_resource *resource;
@@ -53,6 +63,7 @@ struct custom_request {
     struct cma_selector *metric_selector; /* series */
     char **names;
     size_t n_names;
+    struct name_index index;     /* names by text, once resolved (index_names) */
     struct cma_explain *explain; /* the app's: NULL unless the request is explained */
 };
 
@@ -121,13 +132,36 @@ static enum cma_errc resolve_names_explained(struct cma_app *app, struct custom_
     return rc;
 }
 
-/* Index of `value` in names, or -1. */
-static long find_name(char *const *names, size_t n, const char *value)
+static uint64_t name_hash(const void *ctx, size_t i)
 {
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(names[i], value) == 0)
-            return (long)i;
-    return -1;
+    const struct name_index *x = ctx;
+    return cma_hash_str(x->names[i], strlen(x->names[i]));
+}
+
+static bool name_eq(const void *ctx, size_t i, const void *key)
+{
+    const struct name_index *x = ctx;
+    return strcmp(x->names[i], key) == 0;
+}
+
+/* Indexes cr->names in one pass. A name listed twice keeps its first position: items go in in
+ * order and a lookup probes from the same slot, so it meets the earlier one first. */
+static enum cma_errc index_names(struct custom_request *cr, struct cma_err *err)
+{
+    struct name_index *x = &cr->index;
+    x->names = cr->names;
+    x->n = cr->n_names;
+    if (cma_htab_reserve(&x->tab, x->n, name_hash, x) != CMA_OK)
+        return cma_err_set(err, CMA_ERR_NOMEM, "out of memory indexing %zu object names", x->n);
+    return cma_api_adopt(cr->arena, free, x->tab.slots, err);
+}
+
+/* Index of `value` in the indexed names (the first, when listed twice), or -1. */
+static long find_name(const struct name_index *x, const char *value)
+{
+    const size_t *slot =
+        cma_htab_find(&x->tab, cma_hash_str(value, strlen(value)), value, name_eq, x);
+    return slot && *slot ? (long)(*slot - 1) : -1;
 }
 
 static int cmp_str_ptrs(const void *a, const void *b)
@@ -136,9 +170,11 @@ static int cmp_str_ptrs(const void *a, const void *b)
 }
 
 /* Which series of the answer the request needs: those whose resource label is one of the
- * requested names (sorted copy of the pointers, for bsearch). */
+ * requested names (looked up in the index; the sorted copy of the pointers makes the filter's
+ * id). */
 struct keep_names {
     const char *label;
+    const struct name_index *index;
     const char **sorted;
     size_t n;
 };
@@ -161,7 +197,7 @@ static bool keep_named(void *ctx, const struct cma_label_view *labels, size_t n_
 {
     const struct keep_names *k = ctx;
     const char *v = cma_api_view_value(labels, n_labels, k->label);
-    return v && bsearch(&v, k->sorted, k->n, sizeof(*k->sorted), cmp_str_ptrs);
+    return v && find_name(k->index, v) >= 0;
 }
 
 /* maxSampleAge (this project's extension): the data time of each requested object, from the
@@ -200,7 +236,7 @@ static void index_by_name(const struct custom_request *cr, const struct cma_prom
     for (size_t i = 0; i < result->n_samples; i++) {
         const struct cma_sample *s = &result->samples[i];
         const char *v = cma_sample_label(s, res_label);
-        long k = v ? find_name(cr->names, cr->n_names, v) : -1;
+        long k = v ? find_name(&cr->index, v) : -1;
         if (k >= 0 && by_name[k])
             cma_explain_sample(cr->explain, CMA_EX_DROPPED, by_name[k],
                                "superseded by a later sample for the same object");
@@ -343,7 +379,7 @@ static enum cma_errc fetch_ages(struct cma_app *app, struct custom_request *cr,
     for (size_t i = 0; rc == CMA_OK && i < ages->n_samples; i++) {
         const struct cma_sample *s = &ages->samples[i];
         const char *v = cma_sample_label(s, label);
-        long k = v ? find_name(cr->names, cr->n_names, v) : -1;
+        long k = v ? find_name(&cr->index, v) : -1;
         if (k >= 0 && s->value > 0 && s->value < 9.2e15)
             fresh->data_ms[k] = (int64_t)(s->value * 1000.0);
     }
@@ -372,12 +408,14 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
     };
     struct freshness fresh = {.rule = entry->rule, .now_ms = cma_clock_wall_ms()};
     struct cma_prom_result *result = NULL;
-    struct keep_names keep = {.n = cr->n_names};
+    struct keep_names keep = {.index = &cr->index, .n = cr->n_names};
     enum cma_errc rc = cma_rule_servable(entry->rule, err); /* a rule loaded with a problem */
     if (rc == CMA_OK)
         rc = build_bounded(cr, entry->rule, &in, 0, promql, res_label, err);
     if (rc == CMA_OK)
         rc = sorted_names(cr, &keep.sorted, err);
+    if (rc == CMA_OK)
+        rc = index_names(cr, err);
     /* the id names exactly the objects kept, whichever form the query took */
     struct cma_keep filter = {keep_named, &keep, NULL, app->call};
     if (rc == CMA_OK) {

@@ -18,8 +18,9 @@
  *   keep-alive): whoever holds slots without using them cannot keep new clients out. The
  *   owner's own hard limit sits above max_open, so the newcomer is accepted to begin with.
  * - The sweeper sleeps until the earliest head deadline (at most a second); an append to an
- *   empty list wakes it so a shorter deadline is not missed. Cuts are counted and logged as one
- *   line a second at most (a flood of slow clients must not flood the log). */
+ *   empty list wakes it so a shorter deadline is not missed. Cuts are counted and reported as one
+ *   event a second at most (a flood of slow clients must not flood the log); the tracker does
+ *   not log: the owner's on_event callback does (server.c). */
 #include "http_internal.h"
 
 #include <errno.h>
@@ -29,7 +30,6 @@
 #include <time.h>
 
 #include "cma/clock.h"
-#include "cma/log.h"
 
 #define SWEEP_MAX_SLEEP_MS 1000
 #define LOG_INTERVAL_MS 1000
@@ -71,7 +71,12 @@ struct cma_conntrack {
     pthread_t sweeper;
 };
 
-static const char *const phase_names[L_COUNT] = {"TLS handshake", "request", "keep-alive"};
+/* Hands ev to the owner's callback; call without the lock. */
+static void report(const struct cma_conntrack *t, const struct cma_conntrack_event *ev)
+{
+    if (t->cfg.on_event)
+        t->cfg.on_event(t->cfg.on_event_ctx, ev);
+}
 
 static enum list_id list_of(enum cma_conn_phase phase)
 {
@@ -211,8 +216,9 @@ static int64_t sweep(struct cma_conntrack *t)
     return next;
 }
 
-/* Logs the cuts of the last sweep as one line; called with the lock held, logs without it. */
-static void log_cuts(struct cma_conntrack *t)
+/* Reports the cuts of the last sweep as one event of each kind; called with the lock held,
+ * reports without it. */
+static void report_cuts(struct cma_conntrack *t)
 {
     uint64_t n[L_COUNT];
     uint64_t total = 0;
@@ -225,18 +231,13 @@ static void log_cuts(struct cma_conntrack *t)
     t->evict_logged = 0;
     pthread_mutex_unlock(&t->lock);
     if (total > 0)
-        cma_log_v(2,
-                  "https: closed %llu connection(s) past their deadline (%s: %llu, %s: %llu, "
-                  "%s: %llu)",
-                  (unsigned long long)total, phase_names[L_HANDSHAKE],
-                  (unsigned long long)n[L_HANDSHAKE], phase_names[L_HEADERS],
-                  (unsigned long long)n[L_HEADERS], phase_names[L_IDLE],
-                  (unsigned long long)n[L_IDLE]);
+        report(t, &(struct cma_conntrack_event){.kind = CMA_CONNTRACK_CUT_DEADLINE,
+                                                .n = total,
+                                                .handshake = n[L_HANDSHAKE],
+                                                .request = n[L_HEADERS],
+                                                .keep_alive = n[L_IDLE]});
     if (evicted > 0)
-        cma_log_v(2,
-                  "https: at --max-connections: closed %llu connection(s) without a request in "
-                  "progress to make room for new ones",
-                  (unsigned long long)evicted);
+        report(t, &(struct cma_conntrack_event){.kind = CMA_CONNTRACK_EVICTED, .n = evicted});
     pthread_mutex_lock(&t->lock);
 }
 
@@ -257,10 +258,10 @@ static void *sweeper_main(void *arg)
     while (!t->stopping) {
         int64_t next = sweep(t);
         if (cuts_pending(t)) {
-            /* at most one log line per LOG_INTERVAL_MS, however many deadlines pass */
+            /* at most one report per LOG_INTERVAL_MS, however many deadlines pass */
             int64_t now = cma_clock_mono_ms();
             if (now >= next_log) {
-                log_cuts(t);
+                report_cuts(t);
                 next_log = now + LOG_INTERVAL_MS;
             } else if (next_log < next) {
                 next = next_log;
@@ -286,13 +287,13 @@ struct cma_conn *cma_conntrack_add(struct cma_conntrack *t, int fd, void *owner)
     c->fd = fd;
     c->owner = owner;
     c->phase = CMA_CONN_HANDSHAKE;
+    bool sweeper_failed = false;
     pthread_mutex_lock(&t->lock);
     if (!t->sweeper_started && !t->stopping) {
         /* the sweeper starts with the first connection: a server nobody reaches costs no
          * thread; a failure is retried with the next connection */
         t->sweeper_started = pthread_create(&t->sweeper, NULL, sweeper_main, t) == 0;
-        if (!t->sweeper_started)
-            cma_log_error("https: cannot start the connection deadline sweeper");
+        sweeper_failed = !t->sweeper_started;
     }
     t->open++;
     append_conn(c, t->cfg.handshake_ms);
@@ -301,6 +302,8 @@ struct cma_conn *cma_conntrack_add(struct cma_conntrack *t, int fd, void *owner)
     else
         evict_if_full(t, c);
     pthread_mutex_unlock(&t->lock);
+    if (sweeper_failed)
+        report(t, &(struct cma_conntrack_event){.kind = CMA_CONNTRACK_SWEEPER_FAILED, .n = 1});
     return c;
 }
 

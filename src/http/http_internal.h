@@ -58,11 +58,28 @@ enum cma_conn_phase {
     CMA_CONN_CUT, /* shut down by the sweeper or a drain; waiting for the owner to close it */
 };
 
+/* What the tracker reports; it does not log (the owner does, server.c). Deadline cuts and
+ * evictions are summed and reported at most once a second, from the sweeper thread. */
+enum cma_conntrack_event_kind {
+    CMA_CONNTRACK_CUT_DEADLINE,   /* n connections cut past their deadline, by phase below */
+    CMA_CONNTRACK_EVICTED,        /* n connections cut to make room at max_open */
+    CMA_CONNTRACK_SWEEPER_FAILED, /* the sweeper thread could not start (tried again later) */
+};
+
+struct cma_conntrack_event {
+    enum cma_conntrack_event_kind kind;
+    uint64_t n;
+    uint64_t handshake, request, keep_alive; /* CUT_DEADLINE: n by phase */
+};
+
 struct cma_conntrack_config {
     int64_t handshake_ms; /* > 0 */
     int64_t header_ms;    /* > 0 */
     int64_t idle_ms;      /* >= 0 */
     size_t max_open;      /* live (not cut) connections; 0 = no eviction */
+    /* Called without the tracker's lock held; NULL = not reported. */
+    void (*on_event)(void *ctx, const struct cma_conntrack_event *ev);
+    void *on_event_ctx;
 };
 
 struct cma_conntrack_stats {

@@ -1276,6 +1276,26 @@ static struct limits limits_of(const struct cma_server_config *cfg)
     return l;
 }
 
+/* The deadline tracker's reports (conntrack.c does not log). */
+static void on_conntrack_event(void *ctx, const struct cma_conntrack_event *ev)
+{
+    (void)ctx;
+    if (ev->kind == CMA_CONNTRACK_CUT_DEADLINE)
+        cma_log_v(2,
+                  "https: closed %llu connection(s) past their deadline (%s: %llu, %s: %llu, "
+                  "%s: %llu)",
+                  (unsigned long long)ev->n, "TLS handshake", (unsigned long long)ev->handshake,
+                  "request", (unsigned long long)ev->request, "keep-alive",
+                  (unsigned long long)ev->keep_alive);
+    else if (ev->kind == CMA_CONNTRACK_EVICTED)
+        cma_log_v(2,
+                  "https: at --max-connections: closed %llu connection(s) without a request in "
+                  "progress to make room for new ones",
+                  (unsigned long long)ev->n);
+    else
+        cma_log_error("https: cannot start the connection deadline sweeper");
+}
+
 /* The worker pool and the deadline tracker. */
 static enum cma_errc start_model(struct cma_server *s, const struct limits *l,
                                  struct cma_err *reterr)
@@ -1290,6 +1310,7 @@ static enum cma_errc start_model(struct cma_server *s, const struct limits *l,
         .header_ms = l->header_ms,
         .idle_ms = l->keep_alive_ms,
         .max_open = l->max_connections,
+        .on_event = on_conntrack_event,
     };
     return cma_conntrack_new(&tc, &s->track, reterr);
 }

@@ -1,71 +1,21 @@
 /* backend_metrics_test.c: the measuring backend wrapper (src/clients/backend_metrics.c) around a
  * stub backend: every argument and result passes through unchanged, calls are counted by
  * backend, endpoint and outcome, latencies observed, the time spent added up; a NULL registry
- * still adds up the time; the wrapper's name is the inner backend's. */
+ * still adds up the time; the wrapper's name is the inner backend's, and the Prometheus client's
+ * name (the backend label) never carries the URL's userinfo. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
 #include "cma/backend_metrics.h"
 #include "cma/metrics.h"
-
-struct stub {
-    const char *promql, *match;
-    int64_t time_ms, start_ms, end_ms;
-    void *keep_ctx, *fn_ctx;
-    enum cma_errc query_rc;
-    int calls;
-};
-
-static void pause_ms(long ms)
-{
-    struct timespec ts = {0, ms * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
-                                const struct cma_keep *keep, struct cma_prom_result **ret,
-                                struct cma_err *reterr)
-{
-    struct stub *s = ctx;
-    s->calls++;
-    s->promql = promql;
-    s->time_ms = time_ms;
-    s->keep_ctx = keep ? keep->ctx : NULL;
-    pause_ms(2);
-    *ret = NULL;
-    if (s->query_rc != CMA_OK)
-        return cma_err_set(reterr, s->query_rc, "stub says no");
-    return CMA_OK;
-}
-
-static enum cma_errc stub_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                 cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
-{
-    struct stub *s = ctx;
-    (void)reterr;
-    s->calls++;
-    s->match = match;
-    s->start_ms = start_ms;
-    s->end_ms = end_ms;
-    s->fn_ctx = fn_ctx;
-    struct cma_label_view l = {.name = "pod", .name_len = 3, .value = "p1", .value_len = 2};
-    return fn(fn_ctx, "up", 2, &l, 1) == 0 ? CMA_OK : CMA_ERR_INTERNAL;
-}
-
-static const char *stub_name(const void *ctx)
-{
-    (void)ctx;
-    return "http://stub:9090";
-}
-
-static const struct cma_backend_ops STUB_OPS = {stub_query, stub_series, stub_name};
+#include "cma/prom.h"
+#include "testlib.h"
 
 static int count_series(void *ctx, const char *metric, size_t metric_len,
                         const struct cma_label_view *labels, size_t n_labels)
@@ -81,8 +31,8 @@ static void test_cma_backend_measured__forwards_and_counts(void **state)
     (void)state;
     struct cma_metrics *m = NULL;
     assert_int_equal(cma_metrics_new(&m, NULL), CMA_OK);
-    struct stub s = {.query_rc = CMA_OK};
-    struct cma_backend inner = {&STUB_OPS, &s};
+    struct test_stub s = {.query_msg = "stub says no", .pause_ms = 2, .name = "http://stub:9090"};
+    struct cma_backend inner = test_stub_backend(&s);
     struct cma_backend_measured storage;
     struct cma_backend b = cma_backend_measured(&inner, m, &storage);
     assert_string_equal(cma_backend_name(&b), "http://stub:9090");
@@ -137,8 +87,8 @@ static void test_cma_backend_measured__forwards_and_counts(void **state)
 static void test_cma_backend_measured__null_registry_still_times(void **state)
 {
     (void)state;
-    struct stub s = {.query_rc = CMA_OK};
-    struct cma_backend inner = {&STUB_OPS, &s};
+    struct test_stub s = {.query_msg = "stub says no", .pause_ms = 2, .name = "http://stub:9090"};
+    struct cma_backend inner = test_stub_backend(&s);
     struct cma_backend_measured storage;
     struct cma_backend b = cma_backend_measured(&inner, NULL, &storage);
     struct cma_prom_result *res = NULL;
@@ -159,12 +109,37 @@ static void test_cma_backend_measured__no_inner_backend(void **state)
     assert_string_equal(cma_backend_name(&b), "(no backend)");
 }
 
+/* The name of a measured Prometheus client (the `backend` label of /metrics) for a URL. */
+static void check_prom_name(const char *url, const char *want)
+{
+    struct cma_prom_config pc = {.url = url};
+    struct cma_prom *p = NULL;
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_prom_new(&pc, &p, &err), CMA_OK);
+    struct cma_backend inner = cma_backend_prom(p);
+    struct cma_backend_measured storage;
+    struct cma_backend b = cma_backend_measured(&inner, NULL, &storage);
+    assert_string_equal(cma_backend_name(&b), want);
+    assert_null(strstr(cma_backend_name(&b), "s3cret"));
+    cma_prom_free(p);
+}
+
+static void test_cma_backend_prom__name_without_userinfo(void **state)
+{
+    (void)state;
+    check_prom_name("http://prometheus.monitoring.svc:9090/prefix",
+                    "http://prometheus.monitoring.svc:9090/prefix");
+    check_prom_name("https://reader:s3cret@mimir.example/prometheus", "prometheus");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cma_backend_measured__forwards_and_counts),
         cmocka_unit_test(test_cma_backend_measured__null_registry_still_times),
         cmocka_unit_test(test_cma_backend_measured__no_inner_backend),
+        cmocka_unit_test(test_cma_backend_prom__name_without_userinfo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

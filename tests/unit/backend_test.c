@@ -12,48 +12,7 @@
 #include <cmocka.h>
 
 #include "cma/backend.h"
-
-struct stub {
-    const char *promql, *match;
-    int64_t time_ms, start_ms, end_ms;
-    void *keep_ctx, *fn_ctx;
-    int calls;
-};
-
-static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
-                                const struct cma_keep *keep, struct cma_prom_result **ret,
-                                struct cma_err *reterr)
-{
-    struct stub *s = ctx;
-    s->calls++;
-    s->promql = promql;
-    s->time_ms = time_ms;
-    s->keep_ctx = keep ? keep->ctx : NULL;
-    *ret = NULL;
-    return cma_err_set(reterr, CMA_ERR_BACKEND_TIMEOUT, "stub timeout");
-}
-
-static enum cma_errc stub_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                 cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
-{
-    struct stub *s = ctx;
-    (void)reterr;
-    s->calls++;
-    s->match = match;
-    s->start_ms = start_ms;
-    s->end_ms = end_ms;
-    s->fn_ctx = fn_ctx;
-    struct cma_label_view l = {.name = "pod", .name_len = 3, .value = "p1", .value_len = 2};
-    return fn(fn_ctx, "up", 2, &l, 1) == 0 ? CMA_OK : CMA_ERR_INTERNAL;
-}
-
-static const char *stub_name(const void *ctx)
-{
-    (void)ctx;
-    return "stub";
-}
-
-static const struct cma_backend_ops STUB_OPS = {stub_query, stub_series, stub_name};
+#include "testlib.h"
 
 static int count_series(void *ctx, const char *metric, size_t metric_len,
                         const struct cma_label_view *labels, size_t n_labels)
@@ -70,8 +29,9 @@ static int count_series(void *ctx, const char *metric, size_t metric_len,
 static void test_cma_backend__dispatches_to_the_implementation(void **state)
 {
     (void)state;
-    struct stub s = {0};
-    struct cma_backend b = {.ops = &STUB_OPS, .ctx = &s};
+    struct test_stub s = {
+        .query_rc = CMA_ERR_BACKEND_TIMEOUT, .query_msg = "stub timeout", .name = "stub"};
+    struct cma_backend b = test_stub_backend(&s);
     struct cma_err err = {0};
     struct cma_prom_result *r = (struct cma_prom_result *)&s; /* must be overwritten */
     int marker = 0;

@@ -253,7 +253,9 @@ static void *serve(void *arg)
 
 /* ---- server lifecycle -------------------------------------------------------------------- */
 
-static int listen_loopback(int *port)
+/* A TCP socket bound to 127.0.0.1 on a port the kernel picks (*port), listening when `listen_too`
+ * (a backlog of 64); -1 with errno on failure. */
+static int bind_loopback(bool listen_too, int *port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -261,7 +263,8 @@ static int listen_loopback(int *port)
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t alen = sizeof(addr);
-    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(fd, 64) != 0 ||
+    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
+        (listen_too && listen(fd, 64) != 0) ||
         getsockname(fd, (struct sockaddr *)&addr, &alen) != 0) {
         int e = errno;
         close(fd);
@@ -270,6 +273,11 @@ static int listen_loopback(int *port)
     }
     *port = ntohs(addr.sin_port);
     return fd;
+}
+
+static int listen_loopback(int *port)
+{
+    return bind_loopback(true, port);
 }
 
 static struct cma_fake_http *start(struct cma_fake_http *s)
@@ -392,16 +400,10 @@ int cma_loopback_connect(int port)
 
 int cma_loopback_unused_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int port = -1;
+    int fd = bind_loopback(false, &port);
     if (fd < 0)
         return -1;
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t alen = sizeof(addr);
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&addr, &alen) == 0)
-        port = ntohs(addr.sin_port);
     close(fd); /* nothing listens there now */
     return port;
 }
@@ -462,13 +464,28 @@ char *cma_fixture_read(const char *relpath, size_t *len)
     return cma_file_read(path, len);
 }
 
-char *cma_shared_fixture_read(const char *name, size_t *len)
+/* cma_fixture_read() of <prefix><name>; NULL when the path is too long or cannot be read. */
+static char *fixture_under(const char *prefix, const char *name, size_t *len)
 {
     char rel[2048];
-    int n = snprintf(rel, sizeof(rel), "../shared/fixtures/%s", name);
+    int n = snprintf(rel, sizeof(rel), "%s%s", prefix, name);
     if (n < 0 || (size_t)n >= sizeof(rel))
         return NULL;
     return cma_fixture_read(rel, len);
+}
+
+char *cma_shared_fixture_read(const char *name, size_t *len)
+{
+    return fixture_under("../shared/fixtures/", name, len);
+}
+
+char *cma_kube_fixture_read(const char *name, size_t *len)
+{
+    char *text = fixture_under("../shared/fixtures/kube-apiserver/", name, len);
+    if (!text)
+        fprintf(stderr, "cannot read fixture ../shared/fixtures/kube-apiserver/%s under %s\n", name,
+                cma_source_dir());
+    return text;
 }
 
 char *cma_shared_fixture_http_body(const char *name, size_t *len)

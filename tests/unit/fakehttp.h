@@ -79,6 +79,9 @@ const char *cma_source_dir(void);
 char *cma_fixture_read(const char *relpath, size_t *len);
 /* Same for ../shared/fixtures/<name> ("kube-apiserver/pods-ml-all-running.json"). */
 char *cma_shared_fixture_read(const char *name, size_t *len);
+/* Same for ../shared/fixtures/kube-apiserver/<name> (recorded kube-apiserver answers); says on
+ * stderr which file it could not read. */
+char *cma_kube_fixture_read(const char *name, size_t *len);
 /* The response body of a recorded exchange (a .http file under ../shared/fixtures/: request,
  * then "HTTP/1.1 ..." head, blank line, body). NULL when the file or its body is missing. */
 char *cma_shared_fixture_http_body(const char *name, size_t *len);

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "cma/file.h"
+#include "fakehttp.h"
 
 static char *make_dir(void)
 {
@@ -38,18 +39,6 @@ static size_t count_entries(const char *dir)
     return n;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = calloc(1, 1 << 16);
-    assert_non_null(buf);
-    *len = fread(buf, 1, (1 << 16) - 1, f);
-    fclose(f);
-    return buf;
-}
-
 static void test_cma_file_replace__writes_bytes_and_mode(void **state)
 {
     (void)state;
@@ -61,7 +50,7 @@ static void test_cma_file_replace__writes_bytes_and_mode(void **state)
     assert_int_equal(cma_file_replace(path, "first", 5, 0644, &err), CMA_OK);
     assert_int_equal(cma_file_replace(path, "second\n", 7, 0600, &err), CMA_OK);
     size_t len = 0;
-    char *got = slurp(path, &len);
+    char *got = cma_file_read(path, &len);
     assert_non_null(got);
     assert_int_equal(len, 7);
     assert_memory_equal(got, "second\n", 7);
@@ -112,7 +101,7 @@ static void *reader(void *arg)
     struct race *r = arg;
     while (!r->stop) {
         size_t len = 0;
-        char *got = slurp(r->path, &len);
+        char *got = cma_file_read(r->path, &len);
         if (!got)
             continue;
         r->reads++;

@@ -1,6 +1,8 @@
 /* hash_test.c: FNV-1a against the reference vectors, piecewise hashing, and the index table:
  * every item found after many growths, absent keys land on free slots, colliding hashes told
- * apart by the caller's equality, load kept at most one half. */
+ * apart by the caller's equality, load kept at most one half; a table built in one reserve over
+ * an existing array (as api_custom.c indexes a request's object names) finds every item, and the
+ * first of equal keys, with hashes spread or all colliding. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -100,12 +102,46 @@ static void test_cma_htab__collisions(void **state)
     cma_htab_done(&t);
 }
 
+/* One cma_htab_reserve() over n items already in the array: every distinct key is found at its
+ * position; a key listed again (every 10th item repeats the key 9 places before) answers the
+ * first position. */
+static void bulk_first_wins(bool collide)
+{
+    static struct items it;
+    memset(&it, 0, sizeof(it));
+    it.collide = collide;
+    for (size_t i = 0; i < 300; i++) {
+        size_t key = i % 10 == 9 ? i - 9 : i; /* item 9 repeats item 0's key, 19 item 10's... */
+        snprintf(it.keys[i], sizeof(it.keys[i]), "pod-%zu", key);
+    }
+    it.n = 300;
+    struct cma_htab t = {0};
+    assert_int_equal(cma_htab_reserve(&t, it.n, item_hash, &it), CMA_OK);
+    assert_true((it.n + 1) * 2 <= t.cap);
+    for (size_t i = 0; i < it.n; i++) {
+        size_t *slot = cma_htab_find(&t, key_hash(&it, it.keys[i]), it.keys[i], item_eq, &it);
+        assert_non_null(slot);
+        assert_int_equal(*slot, (i % 10 == 9 ? i - 9 : i) + 1);
+    }
+    size_t *slot = cma_htab_find(&t, key_hash(&it, "pod-9"), "pod-9", item_eq, &it);
+    assert_int_equal(*slot, 0); /* never listed: every 10th item repeats a key */
+    cma_htab_done(&t);
+}
+
+static void test_cma_htab__bulk_reserve_first_of_equal_keys(void **state)
+{
+    (void)state;
+    bulk_first_wins(false);
+    bulk_first_wins(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cma_hash_str__reference_vectors),
         cmocka_unit_test(test_cma_htab__grows_and_finds),
         cmocka_unit_test(test_cma_htab__collisions),
+        cmocka_unit_test(test_cma_htab__bulk_reserve_first_of_equal_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

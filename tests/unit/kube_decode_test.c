@@ -20,16 +20,6 @@
 
 /* ---- fixtures (fakehttp.h finds them under ../shared/fixtures) ---------------------------- */
 
-static char *read_fixture(const char *name, size_t *ret_len)
-{
-    char rel[512];
-    snprintf(rel, sizeof(rel), "kube-apiserver/%s", name);
-    char *body = cma_shared_fixture_read(rel, ret_len);
-    if (!body)
-        fail_msg("cannot read fixture ../shared/fixtures/%s under %s", rel, cma_source_dir());
-    return body;
-}
-
 /* The response body of a recorded .http exchange (after the response head). */
 static char *http_fixture_body(const char *name, size_t *ret_len)
 {
@@ -64,7 +54,8 @@ static void test_cma_kube_parse_api_versions__fixture(void **state)
 {
     (void)state;
     size_t len;
-    char *body = read_fixture("discovery-api.json", &len);
+    char *body = cma_kube_fixture_read("discovery-api.json", &len);
+    assert_non_null(body);
     char *version = NULL;
     struct cma_err err;
     cma_err_clear(&err);
@@ -81,7 +72,8 @@ static void test_cma_kube_parse_resource_list__core_fixture(void **state)
 {
     (void)state;
     size_t len;
-    char *body = read_fixture("discovery-api-v1.json", &len);
+    char *body = cma_kube_fixture_read("discovery-api-v1.json", &len);
+    assert_non_null(body);
     struct cma_api_resources *r = calloc(1, sizeof(*r));
     assert_non_null(r);
     struct cma_err err;
@@ -111,7 +103,8 @@ static void test_cma_kube_parse_resource_list__apps_fixture_appends(void **state
 {
     (void)state;
     size_t len;
-    char *body = read_fixture("discovery-apis-apps-v1.json", &len);
+    char *body = cma_kube_fixture_read("discovery-apis-apps-v1.json", &len);
+    assert_non_null(body);
     struct cma_api_resources *r = calloc(1, sizeof(*r));
     struct cma_err err;
     cma_err_clear(&err);
@@ -151,7 +144,8 @@ static void test_cma_kube_parse_group_list__preferred_versions(void **state)
 {
     (void)state;
     size_t len;
-    char *body = read_fixture("discovery-apis.json", &len);
+    char *body = cma_kube_fixture_read("discovery-apis.json", &len);
+    assert_non_null(body);
     struct cma_kube_group *groups = NULL;
     size_t n = 0;
     struct cma_err err;
@@ -173,7 +167,8 @@ static void test_cma_kube_parse_group_list__preferred_versions(void **state)
     cma_kube_groups_free(groups, n);
     free(body);
 
-    body = read_fixture("discovery-apis-with-v1beta2.json", &len);
+    body = cma_kube_fixture_read("discovery-apis-with-v1beta2.json", &len);
+    assert_non_null(body);
     assert_int_equal(cma_kube_parse_group_list(body, len, &groups, &n, &err), CMA_OK);
     for (size_t i = 0; i < n; i++)
         if (strcmp(groups[i].name, "custom.metrics.k8s.io") == 0)
@@ -206,7 +201,8 @@ static void test_cma_kube_parse_name_page__pages_and_continue(void **state)
 {
     (void)state;
     size_t len;
-    char *page1 = read_fixture("pods-all-bert-limit2-page1.json", &len);
+    char *page1 = cma_kube_fixture_read("pods-all-bert-limit2-page1.json", &len);
+    assert_non_null(page1);
     char **names = NULL;
     size_t n = 0, cap = 0;
     char *cont = NULL;
@@ -220,7 +216,8 @@ static void test_cma_kube_parse_name_page__pages_and_continue(void **state)
                               "MDAwMCJ9");
     free(cont);
     free(page1);
-    char *page2 = read_fixture("pods-all-bert-limit2-page2.json", &len);
+    char *page2 = cma_kube_fixture_read("pods-all-bert-limit2-page2.json", &len);
+    assert_non_null(page2);
     assert_int_equal(cma_kube_parse_name_page(page2, len, &names, &n, &cap, &cont, &err), CMA_OK);
     assert_int_equal(n, 3);
     assert_string_equal(names[2], "bert-2");
@@ -235,7 +232,8 @@ static void test_cma_kube_parse_name_page__partial_object_metadata(void **state)
 {
     (void)state;
     size_t len;
-    char *body = read_fixture("pods-all-bert-metadata.json", &len);
+    char *body = cma_kube_fixture_read("pods-all-bert-metadata.json", &len);
+    assert_non_null(body);
     char **names = NULL;
     size_t n = 0, cap = 0;
     char *cont = NULL;
@@ -296,7 +294,8 @@ static void test_cma_kube_parse_object_page__full_pods_fixture(void **state)
 {
     (void)state;
     size_t len;
-    char *body = read_fixture("pods-ml-all-running.json", &len);
+    char *body = cma_kube_fixture_read("pods-ml-all-running.json", &len);
+    assert_non_null(body);
     struct cma_kube_object *objs = NULL;
     size_t n = 0, cap = 0;
     char *cont = NULL;
@@ -325,7 +324,8 @@ static void test_cma_kube_parse_object_page__partial_object_metadata(void **stat
 {
     (void)state;
     size_t len;
-    char *body = read_fixture("pods-all-bert-metadata.json", &len);
+    char *body = cma_kube_fixture_read("pods-all-bert-metadata.json", &len);
+    assert_non_null(body);
     struct cma_kube_object *objs = NULL;
     size_t n = 0, cap = 0;
     char *cont = NULL;
@@ -346,7 +346,8 @@ static void test_cma_kube_parse_object_page__pages_and_continue(void **state)
 {
     (void)state;
     size_t len;
-    char *page1 = read_fixture("pods-all-bert-limit2-page1.json", &len);
+    char *page1 = cma_kube_fixture_read("pods-all-bert-limit2-page1.json", &len);
+    assert_non_null(page1);
     struct cma_kube_object *objs = NULL;
     size_t n = 0, cap = 0;
     char *cont = NULL;
@@ -356,7 +357,8 @@ static void test_cma_kube_parse_object_page__pages_and_continue(void **state)
     assert_memory_equal(cont, "eyJ2IjoibWV0YS5rOHMuaW8vdjEi", 28);
     free(cont);
     free(page1);
-    char *page2 = read_fixture("pods-all-bert-limit2-page2.json", &len);
+    char *page2 = cma_kube_fixture_read("pods-all-bert-limit2-page2.json", &len);
+    assert_non_null(page2);
     assert_int_equal(cma_kube_parse_object_page(page2, len, &objs, &n, &cap, &cont, NULL), CMA_OK);
     assert_null(cont);
     assert_int_equal(n, 3);
@@ -455,7 +457,8 @@ static void test_cma_kube_parse_list_page__resource_version(void **state)
 {
     (void)state;
     size_t len;
-    char *body = read_fixture("pods-all-bert-before-watch.json", &len);
+    char *body = cma_kube_fixture_read("pods-all-bert-before-watch.json", &len);
+    assert_non_null(body);
     struct cma_kube_object *objs = NULL;
     size_t n = 0, cap = 0;
     char *rv = NULL, *cont = NULL;
@@ -519,7 +522,8 @@ static void test_cma_kube_lines_feed__recorded_stream_any_chunks(void **state)
 {
     (void)state;
     size_t len;
-    char *body = read_fixture("watch-pods-all.jsonl", &len);
+    char *body = cma_kube_fixture_read("watch-pods-all.jsonl", &len);
+    assert_non_null(body);
     size_t want_lines = 0;
     for (size_t i = 0; i < len; i++)
         want_lines += body[i] == '\n';

@@ -18,18 +18,6 @@
 #include "cma/kube.h"
 #include "fakehttp.h"
 
-/* ---- fixtures (fakehttp.h finds them under ../shared/fixtures) ---------------------------- */
-
-static char *read_fixture(const char *name, size_t *ret_len)
-{
-    char rel[512];
-    snprintf(rel, sizeof(rel), "kube-apiserver/%s", name);
-    char *body = cma_shared_fixture_read(rel, ret_len);
-    if (!body)
-        fail_msg("cannot read fixture ../shared/fixtures/%s under %s", rel, cma_source_dir());
-    return body;
-}
-
 /* ---- base64 ------------------------------------------------------------------------------ */
 
 static void test_cma_clients_base64_decode__cases(void **state)
@@ -323,8 +311,10 @@ static void test_cma_kube_list_objects__selectors_and_pages(void **state)
 {
     (void)state;
     size_t l1, l2;
-    char *page1 = read_fixture("pods-all-bert-limit2-page1.json", &l1);
-    char *page2 = read_fixture("pods-all-bert-limit2-page2.json", &l2);
+    char *page1 = cma_kube_fixture_read("pods-all-bert-limit2-page1.json", &l1);
+    assert_non_null(page1);
+    char *page2 = cma_kube_fixture_read("pods-all-bert-limit2-page2.json", &l2);
+    assert_non_null(page2);
     const struct cma_fake_answer answers[] = {{.status = 200, .body = page1},
                                               {.status = 200, .body = page2}};
     struct cma_fake_http *s = cma_fake_http_start(answers, 2);

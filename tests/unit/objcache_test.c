@@ -16,32 +16,14 @@
 #include "cma/kube.h"
 #include "cma/objcache.h"
 #include "cma/selector.h"
-
-static char *read_fixture(const char *name, size_t *ret_len)
-{
-    const char *src = getenv("CMA_SOURCE_DIR");
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/../shared/fixtures/kube-apiserver/%s", src ? src : ".", name);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open fixture %s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-    buf[len] = '\0';
-    fclose(f);
-    *ret_len = (size_t)len;
-    return buf;
-}
+#include "fakehttp.h"
 
 /* A cache holding the recorded list at resourceVersion 266 (bert-0..2 in ml). */
 static struct cma_objcache *listed_cache(void)
 {
     size_t len = 0;
-    char *body = read_fixture("pods-all-bert-before-watch.json", &len);
+    char *body = cma_kube_fixture_read("pods-all-bert-before-watch.json", &len);
+    assert_non_null(body);
     struct cma_kube_object *objs = NULL;
     size_t n = 0, cap = 0;
     char *cont = NULL;
@@ -81,7 +63,8 @@ static void names_of(struct cma_objcache *c, const char *ns, const char *selecto
 static void apply_line(struct cma_objcache *c, const char *fixture, size_t index, bool *gone)
 {
     size_t len = 0;
-    char *all = read_fixture(fixture, &len);
+    char *all = cma_kube_fixture_read(fixture, &len);
+    assert_non_null(all);
     char *line = all;
     for (size_t i = 0; i < index; i++) {
         line = strchr(line, '\n');

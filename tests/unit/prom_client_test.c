@@ -746,16 +746,6 @@ static void test_cma_prom_series__caller_stops(void **state)
 
 /* ---- kube-apiserver ---------------------------------------------------------------------- */
 
-static char *read_fixture(const char *name, size_t *ret_len)
-{
-    char rel[512];
-    snprintf(rel, sizeof(rel), "kube-apiserver/%s", name);
-    char *body = cma_shared_fixture_read(rel, ret_len);
-    if (!body)
-        fail_msg("cannot read fixture ../shared/fixtures/%s under %s", rel, cma_source_dir());
-    return body;
-}
-
 static struct cma_kube *kube_for(const struct cma_fake_http *s, const char *token_file)
 {
     char *url = cma_fake_http_url(s, "/");
@@ -780,8 +770,10 @@ static void test_cma_kube_list_names__pages_and_rotating_token(void **state)
 {
     (void)state;
     size_t l1, l2;
-    char *page1 = read_fixture("pods-all-bert-limit2-page1.json", &l1);
-    char *page2 = read_fixture("pods-all-bert-limit2-page2.json", &l2);
+    char *page1 = cma_kube_fixture_read("pods-all-bert-limit2-page1.json", &l1);
+    assert_non_null(page1);
+    char *page2 = cma_kube_fixture_read("pods-all-bert-limit2-page2.json", &l2);
+    assert_non_null(page2);
     struct cma_fake_answer a[] = {{.status = 200, .body = page1, .chunk = 1000},
                                   {.status = 200, .body = page2}};
     struct cma_fake_http *s = serve(a, 2);
@@ -838,9 +830,12 @@ static void test_cma_kube_list_names__expired_continue_restarts_once(void **stat
 {
     (void)state;
     size_t l1, l2, l3;
-    char *page1 = read_fixture("pods-all-bert-limit2-page1.json", &l1);
-    char *page2 = read_fixture("pods-all-bert-limit2-page2.json", &l2);
-    char *expired = read_fixture("error-410-list-continue-expired.http", &l3);
+    char *page1 = cma_kube_fixture_read("pods-all-bert-limit2-page1.json", &l1);
+    assert_non_null(page1);
+    char *page2 = cma_kube_fixture_read("pods-all-bert-limit2-page2.json", &l2);
+    assert_non_null(page2);
+    char *expired = cma_kube_fixture_read("error-410-list-continue-expired.http", &l3);
+    assert_non_null(expired);
     char *gone = strstr(expired, "{\"kind\":\"Status\"");
     assert_non_null(gone);
     struct cma_fake_answer a[] = {{.status = 200, .body = page1},
@@ -964,7 +959,8 @@ static void test_cma_kube_discover__fixtures_and_failing_groups(void **state)
     char *bodies[16];
     for (size_t i = 0; i < nf; i++) {
         size_t len;
-        bodies[i] = read_fixture(files[i][1], &len);
+        bodies[i] = cma_kube_fixture_read(files[i][1], &len);
+        assert_non_null(bodies[i]);
         a[i] = (struct cma_fake_answer){.path = files[i][0], .status = 200, .body = bodies[i]};
     }
     a[nf] = (struct cma_fake_answer){.path = "/apis/custom.metrics.k8s.io/v1beta1",

@@ -1515,10 +1515,51 @@ static void test_cma_conntrack_drain__cuts_idle_and_handshaking_only(void **stat
     cma_conntrack_free(t);
 }
 
+/* The tracker's reports (on_event), summed; the sweeper thread writes, the test reads. */
+struct conntrack_events {
+    pthread_mutex_t mu;
+    uint64_t cut, handshake, request, keep_alive, evicted, calls;
+};
+
+static void record_conntrack_event(void *ctx, const struct cma_conntrack_event *ev)
+{
+    struct conntrack_events *e = ctx;
+    pthread_mutex_lock(&e->mu);
+    e->calls++;
+    if (ev->kind == CMA_CONNTRACK_CUT_DEADLINE) {
+        e->cut += ev->n;
+        e->handshake += ev->handshake;
+        e->request += ev->request;
+        e->keep_alive += ev->keep_alive;
+    } else if (ev->kind == CMA_CONNTRACK_EVICTED) {
+        e->evicted += ev->n;
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Waits (up to 5 s: reports come at most once a second) until *field reaches want. */
+static uint64_t wait_events(struct conntrack_events *e, const uint64_t *field, uint64_t want)
+{
+    int64_t deadline = mono_ms() + 5000;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        uint64_t v = *field;
+        pthread_mutex_unlock(&e->mu);
+        if (v >= want || mono_ms() >= deadline)
+            return v;
+        usleep(10000);
+    }
+}
+
 static void test_cma_conntrack_add__deadlines_are_absolute(void **state)
 {
     (void)state;
-    struct cma_conntrack_config cfg = {.handshake_ms = 200, .header_ms = 200, .idle_ms = 0};
+    struct conntrack_events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct cma_conntrack_config cfg = {.handshake_ms = 200,
+                                       .header_ms = 200,
+                                       .idle_ms = 0,
+                                       .on_event = record_conntrack_event,
+                                       .on_event_ctx = &ev};
     struct cma_conntrack *t = NULL;
     assert_int_equal(cma_conntrack_new(&cfg, &t, NULL), CMA_OK);
     int hs[2], hdr[2], busy[2];
@@ -1541,6 +1582,12 @@ static void test_cma_conntrack_add__deadlines_are_absolute(void **state)
     struct cma_conntrack_stats st;
     cma_conntrack_stats(t, &st);
     assert_int_equal(st.cut_deadline, 2);
+    /* reported to the owner by phase (one event or two, as the sweeps fell) */
+    assert_int_equal(wait_events(&ev, &ev.cut, 2), 2);
+    assert_int_equal(ev.handshake, 1);
+    assert_int_equal(ev.request, 1);
+    assert_int_equal(ev.keep_alive, 0);
+    assert_int_equal(ev.evicted, 0);
     cma_conntrack_remove(c_hs);
     cma_conntrack_remove(c_hdr);
     cma_conntrack_remove(c_busy);
@@ -1555,8 +1602,13 @@ static void test_cma_conntrack_add__deadlines_are_absolute(void **state)
 static void test_cma_conntrack_add__evicts_the_oldest_unused_at_max_open(void **state)
 {
     (void)state;
-    struct cma_conntrack_config cfg = {
-        .handshake_ms = 60000, .header_ms = 60000, .idle_ms = 60000, .max_open = 3};
+    struct conntrack_events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct cma_conntrack_config cfg = {.handshake_ms = 60000,
+                                       .header_ms = 60000,
+                                       .idle_ms = 60000,
+                                       .max_open = 3,
+                                       .on_event = record_conntrack_event,
+                                       .on_event_ctx = &ev};
     struct cma_conntrack *t = NULL;
     assert_int_equal(cma_conntrack_new(&cfg, &t, NULL), CMA_OK);
     enum { IDLE, HDR, HS, BUSY, NEW1, NEW2, NEW3, N };
@@ -1594,6 +1646,8 @@ static void test_cma_conntrack_add__evicts_the_oldest_unused_at_max_open(void **
     assert_int_equal(st.cut_evict, 3);
     assert_int_equal(st.open, N);
     assert_int_equal(st.busy, 3);
+    assert_int_equal(wait_events(&ev, &ev.evicted, 3), 3);
+    assert_int_equal(ev.cut, 0);
     for (int i = 0; i < N; i++) {
         cma_conntrack_remove(c[i]);
         close(sv[i][0]);

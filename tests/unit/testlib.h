@@ -1,12 +1,14 @@
 /* testlib.h: helpers shared by unit tests: a RESTMapper over a hand-written resource list (the
- * shape kube.c produces from API discovery), and a fake series source that answers canned series
- * per exact selector string (prometheus-adapter's pkg/client/fake), parsing "name{a=b,c=d}". */
+ * shape kube.c produces from API discovery), a fake series source that answers canned series
+ * per exact selector string (prometheus-adapter's pkg/client/fake), parsing "name{a=b,c=d}",
+ * and a stub backend that records the arguments of each call. */
 #ifndef CMA_TESTLIB_H
 #define CMA_TESTLIB_H
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cma/backend.h"
 #include "cma/discovery.h"
@@ -109,6 +111,65 @@ static inline struct cma_backend fake_backend(struct fake_source *fs)
 {
     static const struct cma_backend_ops ops = {.series = fake_list, .name = fake_name};
     return (struct cma_backend){.ops = &ops, .ctx = fs};
+}
+
+/* A backend that records each call's arguments: query waits pause_ms, then answers no result and
+ * query_rc (with query_msg when it is an error); series reports one series, up{pod="p1"}, and
+ * returns what the callback says; its name is `name`. */
+struct test_stub {
+    const char *promql, *match;
+    int64_t time_ms, start_ms, end_ms;
+    void *keep_ctx, *fn_ctx;
+    int calls;
+    enum cma_errc query_rc;
+    const char *query_msg;
+    long pause_ms;
+    const char *name;
+};
+
+static inline enum cma_errc test_stub_query(void *ctx, const char *promql, int64_t time_ms,
+                                            const struct cma_keep *keep,
+                                            struct cma_prom_result **ret, struct cma_err *reterr)
+{
+    struct test_stub *s = ctx;
+    s->calls++;
+    s->promql = promql;
+    s->time_ms = time_ms;
+    s->keep_ctx = keep ? keep->ctx : NULL;
+    if (s->pause_ms > 0) {
+        struct timespec ts = {0, s->pause_ms * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    *ret = NULL;
+    if (s->query_rc != CMA_OK)
+        return cma_err_set(reterr, s->query_rc, "%s", s->query_msg ? s->query_msg : "stub error");
+    return CMA_OK;
+}
+
+static inline enum cma_errc test_stub_series(void *ctx, const char *match, int64_t start_ms,
+                                             int64_t end_ms, cma_series_fn fn, void *fn_ctx,
+                                             struct cma_err *reterr)
+{
+    struct test_stub *s = ctx;
+    (void)reterr;
+    s->calls++;
+    s->match = match;
+    s->start_ms = start_ms;
+    s->end_ms = end_ms;
+    s->fn_ctx = fn_ctx;
+    struct cma_label_view l = {.name = "pod", .name_len = 3, .value = "p1", .value_len = 2};
+    return fn(fn_ctx, "up", 2, &l, 1) == 0 ? CMA_OK : CMA_ERR_INTERNAL;
+}
+
+static inline const char *test_stub_name(const void *ctx)
+{
+    return ((const struct test_stub *)ctx)->name;
+}
+
+static inline struct cma_backend test_stub_backend(struct test_stub *s)
+{
+    static const struct cma_backend_ops ops = {test_stub_query, test_stub_series, test_stub_name};
+    return (struct cma_backend){.ops = &ops, .ctx = s};
 }
 
 #endif
