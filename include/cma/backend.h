@@ -34,6 +34,7 @@ struct cma_keep {
  * a second while the backend is silent). Owned by the caller for the duration of the call. */
 struct cma_call {
     int64_t deadline_ms;           /* on cma_clock_mono_ms(); 0 = none */
+    int64_t window_ms;             /* the deadline's whole length, for messages; 0 = unknown */
     bool (*gone)(const void *ctx); /* true once the client has gone; NULL = never */
     const void *gone_ctx;
 };

@@ -128,7 +128,10 @@ static enum cma_errc limit_query(void *ctx, const char *promql, int64_t time_ms,
     struct cma_backend_limit *l = ctx;
     const struct cma_call *theirs = keep ? keep->call : NULL;
     struct cma_call call = theirs ? *theirs : (struct cma_call){0};
-    call.deadline_ms = deadline_of(l, theirs, l->clock_ms(l->clock_ctx));
+    int64_t now = l->clock_ms(l->clock_ctx);
+    call.deadline_ms = deadline_of(l, theirs, now);
+    if (l->timeout_ms > 0 && call.deadline_ms == now + l->timeout_ms)
+        call.window_ms = l->timeout_ms; /* ours: the backend's timeout covers wait and query */
     enum outcome got = acquire(l, theirs, call.deadline_ms);
     if (got != GOT_SLOT)
         return refuse(l, got, reterr);

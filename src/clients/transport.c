@@ -138,6 +138,7 @@ struct transfer {
     struct gather gather;
     char errbuf[CURL_ERROR_SIZE];
     int64_t timeout_ms; /* req's, bounded by its call's deadline */
+    int64_t shown_ms;   /* the limit a timeout message names (see said_limit) */
     const struct cma_call *call;
     curl_xferinfo_callback progress; /* the caller's, called after the call's check */
     void *progress_ctx;
@@ -286,7 +287,7 @@ static enum cma_errc outcome(const struct cma_transport *t, const struct cma_htt
         return cma_err_set(reterr, t->errors->too_large, "answer of %s to %s is over %zu bytes",
                            t->errors->peer, req->what, req->gather->max);
     return cma_transport_curl_error(t->errors, res->curl, res->error, req->what, req->where,
-                                    x->timeout_ms, reterr);
+                                    x->shown_ms, reterr);
 }
 
 /* A request whose deadline has passed, or whose client has gone, before its transfer starts. */
@@ -310,6 +311,16 @@ static void give_back(const struct cma_transport *t, const struct cma_http_reque
         cma_curl_pool_give(t->pool, h);
 }
 
+/* The limit a timeout message names: the request's own timeout, or, when the call's deadline
+ * cut the transfer short, the whole length of that deadline (a --prometheus-timeout of 3s that
+ * also bounded the wait for a query slot reads "within 3s", not "within 2.999s"). */
+static int64_t said_limit(const struct cma_http_request *req, int64_t budget_ms)
+{
+    if (budget_ms < req->timeout_ms && req->call && req->call->window_ms > 0)
+        return req->call->window_ms;
+    return budget_ms;
+}
+
 enum cma_errc cma_transport_perform(struct cma_transport *t, const struct cma_http_request *req,
                                     struct cma_http_result *res, struct cma_err *reterr)
 {
@@ -321,6 +332,7 @@ enum cma_errc cma_transport_perform(struct cma_transport *t, const struct cma_ht
         return too_late(t, req, timeout_ms <= 0, reterr);
     struct transfer x = {.h = req->dedicated ? curl_easy_init() : cma_curl_pool_take(t->pool),
                          .timeout_ms = timeout_ms,
+                         .shown_ms = said_limit(req, timeout_ms),
                          .call = req->call};
     if (!x.h)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory (curl handle)");

@@ -15,6 +15,8 @@
 #include <cmocka.h>
 
 #include "../../src/clients/internal.h"
+#include "cma/backend.h"
+#include "cma/clock.h"
 #include "fakehttp.h"
 
 /* Two tables shaped like the clients' (prom.c's and kube.c's). */
@@ -337,6 +339,13 @@ static void test_cma_transport_perform__unreachable_and_timeouts(void **state)
     cma_err_clear(&err);
     assert_int_equal(cma_transport_perform(&t, &req, &res, &err), CMA_ERR_BACKEND_TIMEOUT);
     assert_string_equal(err.msg, "prometheus did not answer within 300ms");
+    /* Cut short by the call's deadline: the message names the deadline's whole length. */
+    struct cma_call call = {.deadline_ms = cma_clock_mono_ms() + 300, .window_ms = 400};
+    req.timeout_ms = 5000;
+    req.call = &call;
+    cma_err_clear(&err);
+    assert_int_equal(cma_transport_perform(&t, &req, &res, &err), CMA_ERR_BACKEND_TIMEOUT);
+    assert_string_equal(err.msg, "prometheus did not answer within 400ms");
     cma_transport_done(&t);
     cma_buf_done(&body);
     free(slow);
