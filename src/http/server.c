@@ -74,9 +74,10 @@
  *   handshake the current pair. MHD 0.9.75 has no per-daemon argument for that callback, so
  *   MHD_OPTION_NOTIFY_CONNECTION (called after the GnuTLS session exists, before the handshake)
  *   stores the connection's tracking entry, whose owner is the server, in the session
- *   (gnutls_session_set_ptr). A watcher thread stats both files (device, inode, size, mtime)
- *   every tls_reload_interval_ms; on a change it parses and checks the pair (the key's public
- *   key ID equals the leaf's) and swaps it in under tls_lock. A bad pair is logged and the old
+ *   (gnutls_session_set_ptr). A watcher thread stats both files every tls_reload_interval_ms
+ *   (the change signature of clients/tlsmat.h: device, inode, size, mtime, ctime); on a change
+ *   it reads and checks the pair with tlsmat (the key matches the leaf) and swaps it in under
+ *   tls_lock. A bad pair is logged and the old
  *   one keeps serving; it is tried again on the next change of either file. GnuTLS does not
  *   free what the callback returns and a handshake may still use a pair after a swap, so
  *   replaced pairs are kept (a few KiB per rotation) and freed by cma_server_stop(). */
@@ -104,16 +105,15 @@
 #include "cma/arena.h"
 #include "cma/backend.h"
 #include "cma/clock.h"
-#include "cma/credentials.h"
 #include "cma/log.h"
 #include "cma/router.h"
 #include "cma/str.h"
+#include "cma/tlsmat.h"
 #include "http_internal.h"
 
 #define MAX_BODY_BYTES ((size_t)1 << 20)
 /* A body that grows past the limit is discarded up to this much, then the connection closes. */
 #define MAX_DISCARD_BYTES ((size_t)16 << 20)
-#define MAX_PEM_BYTES ((size_t)4 << 20)
 #define DEFAULT_MAX_CONNECTIONS 1000u
 #define DEFAULT_MAX_PER_CLIENT 100u
 #define DEFAULT_MAX_IN_FLIGHT 64u
@@ -145,15 +145,6 @@ struct tls_pair {
     struct tls_pair *older; /* replaced pairs, freed at stop */
 };
 
-/* What stat() said about a file; a difference means "changed". */
-struct file_sig {
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtime;
-    bool exists;
-};
-
 struct cma_server {
     struct MHD_Daemon *daemon;
     cma_handler_fn handler;
@@ -170,11 +161,11 @@ struct cma_server {
     /* serving certificate reload (see DESIGN) */
     char *cert_file;
     char *key_file;
-    pthread_mutex_t tls_lock; /* guards pair, cert_sig, key_sig, stopping */
-    pthread_cond_t tls_wake;  /* signalled by stop */
-    struct tls_pair *pair;    /* current pair; older ones hang off it */
-    struct file_sig cert_sig; /* files as last seen (loaded or rejected) */
-    struct file_sig key_sig;
+    pthread_mutex_t tls_lock;       /* guards pair, cert_sig, key_sig, stopping */
+    pthread_cond_t tls_wake;        /* signalled by stop */
+    struct tls_pair *pair;          /* current pair; older ones hang off it */
+    struct cma_tlsmat_sig cert_sig; /* files as last seen (loaded or rejected) */
+    struct cma_tlsmat_sig key_sig;
     bool stopping;
     bool watcher_running;
     pthread_t watcher;
@@ -462,45 +453,6 @@ static enum cma_errc build_priorities(const struct cma_server_config *cfg, char 
     return CMA_OK;
 }
 
-static enum cma_errc read_pem(const char *what, const char *path, char **ret, size_t *ret_len,
-                              struct cma_err *reterr)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return cma_err_set(reterr, CMA_ERR_TLS, "cannot open %s %s: %s", what, path,
-                           strerror(errno));
-    struct cma_buf b;
-    cma_buf_init(&b, MAX_PEM_BYTES);
-    char chunk[4096];
-    enum cma_errc rc = CMA_OK;
-    size_t n;
-    while (rc == CMA_OK && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        rc = cma_buf_append(&b, chunk, n);
-    bool read_error = ferror(f) != 0;
-    fclose(f);
-    explicit_bzero(chunk, sizeof chunk);
-    if (rc == CMA_OK && read_error)
-        rc = cma_err_set(reterr, CMA_ERR_TLS, "cannot read %s %s", what, path);
-    else if (rc == CMA_ERR_TOO_LARGE)
-        rc = cma_err_set(reterr, CMA_ERR_TLS, "%s %s is larger than %zu bytes", what, path,
-                         MAX_PEM_BYTES);
-    else if (rc != CMA_OK)
-        rc = cma_err_set(reterr, rc, "cannot read %s %s: out of memory", what, path);
-    if (rc == CMA_OK && b.len == 0)
-        rc = cma_err_set(reterr, CMA_ERR_TLS, "%s %s is empty", what, path);
-    if (rc == CMA_OK && memchr(b.ptr, '\0', b.len))
-        rc = cma_err_set(reterr, CMA_ERR_TLS, "%s %s is not PEM text", what, path);
-    if (rc != CMA_OK) {
-        if (b.ptr)
-            explicit_bzero(b.ptr, b.len);
-        cma_buf_done(&b);
-        return rc;
-    }
-    *ret_len = b.len;
-    *ret = cma_buf_take(&b);
-    return CMA_OK;
-}
-
 /* Loads the PEM material into a throw-away GnuTLS credential to report problems precisely. */
 static enum cma_errc check_tls_material(const struct cma_server *s,
                                         const struct cma_server_config *cfg, struct cma_err *reterr)
@@ -543,11 +495,11 @@ static void free_pair(struct tls_pair *p)
 }
 
 /* Parses PEM text into a pair for GnuTLS, once the project's one TLS material check
- * (credentials.c: parses, key matches the first certificate) has accepted it. */
+ * (clients/tlsmat.c: parses, key matches the first certificate) has accepted it. */
 static enum cma_errc parse_pair(const char *cert_pem, size_t cert_len, const char *key_pem,
                                 size_t key_len, struct tls_pair **ret, struct cma_err *reterr)
 {
-    enum cma_errc rc = cma_creds_check_pair(cert_pem, cert_len, key_pem, key_len, reterr);
+    enum cma_errc rc = cma_tlsmat_check_pair(cert_pem, cert_len, key_pem, key_len, reterr);
     if (rc != CMA_OK)
         return rc;
     struct tls_pair *p = calloc(1, sizeof *p);
@@ -575,25 +527,6 @@ static enum cma_errc parse_pair(const char *cert_pem, size_t cert_len, const cha
     return CMA_OK;
 }
 
-static void stat_sig(const char *path, struct file_sig *sig)
-{
-    struct stat st;
-    memset(sig, 0, sizeof *sig);
-    if (stat(path, &st) != 0)
-        return;
-    sig->exists = true;
-    sig->dev = st.st_dev;
-    sig->ino = st.st_ino;
-    sig->size = st.st_size;
-    sig->mtime = st.st_mtim;
-}
-
-static bool same_sig(const struct file_sig *a, const struct file_sig *b)
-{
-    return a->exists == b->exists && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
-}
-
 /* Reads and parses the pair from its files. */
 static enum cma_errc load_pair(const struct cma_server *s, struct tls_pair **ret,
                                struct cma_err *reterr)
@@ -602,9 +535,10 @@ static enum cma_errc load_pair(const struct cma_server *s, struct tls_pair **ret
     char *key_pem = NULL;
     size_t cert_len = 0;
     size_t key_len = 0;
-    enum cma_errc rc = read_pem("certificate", s->cert_file, &cert_pem, &cert_len, reterr);
+    enum cma_errc rc =
+        cma_tlsmat_read_pem("certificate", s->cert_file, &cert_pem, &cert_len, reterr);
     if (rc == CMA_OK)
-        rc = read_pem("private key", s->key_file, &key_pem, &key_len, reterr);
+        rc = cma_tlsmat_read_pem("private key", s->key_file, &key_pem, &key_len, reterr);
     if (rc == CMA_OK) {
         rc = parse_pair(cert_pem, cert_len, key_pem, key_len, ret, reterr);
         if (rc != CMA_OK)
@@ -622,12 +556,13 @@ enum cma_errc cma_server_reload_tls(struct cma_server *s, struct cma_err *reterr
 {
     if (!s || !s->cert_file || !s->key_file)
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "cma_server_reload_tls: bad arguments");
-    struct file_sig cert_sig;
-    struct file_sig key_sig;
-    stat_sig(s->cert_file, &cert_sig);
-    stat_sig(s->key_file, &key_sig);
+    struct cma_tlsmat_sig cert_sig;
+    struct cma_tlsmat_sig key_sig;
+    cma_tlsmat_sig_stat(s->cert_file, &cert_sig);
+    cma_tlsmat_sig_stat(s->key_file, &key_sig);
     pthread_mutex_lock(&s->tls_lock);
-    bool unchanged = same_sig(&cert_sig, &s->cert_sig) && same_sig(&key_sig, &s->key_sig);
+    bool unchanged =
+        cma_tlsmat_sig_eq(&cert_sig, &s->cert_sig) && cma_tlsmat_sig_eq(&key_sig, &s->key_sig);
     s->cert_sig = cert_sig;
     s->key_sig = key_sig;
     pthread_mutex_unlock(&s->tls_lock);
@@ -1020,8 +955,10 @@ static void set_call(struct request_state *st)
     const char *t = cma_request_query(&st->req, "timeout");
     if (t && cma_duration_parse(t, &asked, NULL) == CMA_OK && asked > 0 && asked < timeout)
         timeout = asked;
-    st->call = (struct cma_call){
-        .deadline_ms = st->req.start_mono_ms + timeout, .gone = client_gone, .gone_ctx = st};
+    st->call = (struct cma_call){.deadline_ms = st->req.start_mono_ms + timeout,
+                                 .window_ms = timeout,
+                                 .gone = client_gone,
+                                 .gone_ctx = st};
     st->req.call = &st->call;
 }
 
@@ -1222,14 +1159,16 @@ static enum cma_errc load_material(struct cma_server *s, const struct cma_server
     if (!cfg->cert_file || !*cfg->cert_file || !cfg->key_file || !*cfg->key_file)
         return cma_err_set(reterr, CMA_ERR_TLS, "a serving certificate and key are required");
     size_t len;
-    enum cma_errc rc = read_pem("certificate", cfg->cert_file, &s->cert_pem, &len, reterr);
+    enum cma_errc rc =
+        cma_tlsmat_read_pem("certificate", cfg->cert_file, &s->cert_pem, &len, reterr);
     if (rc != CMA_OK)
         return rc;
-    rc = read_pem("private key", cfg->key_file, &s->key_pem, &s->key_len, reterr);
+    rc = cma_tlsmat_read_pem("private key", cfg->key_file, &s->key_pem, &s->key_len, reterr);
     if (rc != CMA_OK)
         return rc;
     if (cfg->client_ca_file && *cfg->client_ca_file) {
-        rc = read_pem("client CA file", cfg->client_ca_file, &s->trust_pem, &len, reterr);
+        rc =
+            cma_tlsmat_read_pem("client CA file", cfg->client_ca_file, &s->trust_pem, &len, reterr);
         if (rc != CMA_OK)
             return rc;
     } else if (!(s->trust_pem = cma_strdup(s->cert_pem))) {
@@ -1383,8 +1322,8 @@ static enum cma_errc prepare_server(struct cma_server *s, const struct cma_serve
         cfg->tls_reload_interval_ms ? cfg->tls_reload_interval_ms : DEFAULT_TLS_RELOAD_INTERVAL_MS;
     if (cfg->cert_file && cfg->key_file) {
         /* stat before reading: a change while reading shows up at the next check */
-        stat_sig(cfg->cert_file, &s->cert_sig);
-        stat_sig(cfg->key_file, &s->key_sig);
+        cma_tlsmat_sig_stat(cfg->cert_file, &s->cert_sig);
+        cma_tlsmat_sig_stat(cfg->key_file, &s->key_sig);
         s->cert_file = cma_strdup(cfg->cert_file);
         s->key_file = cma_strdup(cfg->key_file);
         if (!s->cert_file || !s->key_file)
