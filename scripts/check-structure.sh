@@ -8,6 +8,12 @@
 #   2. Function size: no function over 80 lines or with a cyclomatic complexity over 15
 #      (pmccabe's traditional McCabe number) unless scripts/structure-exceptions.txt names it with
 #      a reason; an exception that is no longer needed is reported too, so the list only shrinks.
+#   3. Unit tests: every module src/<stage>/<name>.c (and src/main.c) has its own
+#      tests/unit/<name>_test.c, declared by a cma_unit_test() in src/*/CMakeLists.txt, or a line
+#      "src/<stage>/<name>.c <test file> <reason>" in scripts/module-tests.txt naming the test that
+#      exercises it and how. A listed test file that does not exist, a line for a module that is
+#      gone or has its own <name>_test.c now (stale), a second line for a module and a line
+#      without a reason are findings too.
 # Usage: scripts/check-structure.sh          (prints each finding; exits 1 if there is any)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -17,6 +23,7 @@ STAGES=(base model config clients rules query encode catalog http auth api main)
 MAX_LINES=80
 MAX_COMPLEXITY=15
 EXCEPTIONS=scripts/structure-exceptions.txt
+MODULE_TESTS=scripts/module-tests.txt
 fail=0
 
 rank() {
@@ -133,6 +140,49 @@ for key in "${!allowed[@]}"; do
     fail=1
   fi
 done
+
+# 3. unit tests per module
+declare -A mapped
+if [ -f "$MODULE_TESTS" ]; then
+  while read -r module test reason; do
+    case $module in '' | '#'*) continue ;; esac
+    own=tests/unit/$(basename "$module" .c)_test.c
+    if [ -z "$reason" ]; then
+      echo "structure: $MODULE_TESTS: $module $test has no reason (how that test exercises it)"
+      fail=1
+    fi
+    if [ -n "${mapped[$module]:-}" ]; then
+      echo "structure: $MODULE_TESTS: $module is listed twice"
+      fail=1
+    fi
+    mapped[$module]=$test
+    if [ ! -e "$module" ]; then
+      echo "structure: $MODULE_TESTS: $module does not exist; remove its line"
+      fail=1
+    elif [ -e "$own" ]; then
+      echo "structure: $MODULE_TESTS: $module has its own $own now; remove its line"
+      fail=1
+    fi
+    if [ ! -e "$test" ]; then
+      echo "structure: $MODULE_TESTS: $module: $test does not exist"
+      fail=1
+    fi
+  done <"$MODULE_TESTS"
+fi
+declared=$(cat src/*/CMakeLists.txt | grep -oE 'cma_unit_test\( *[a-z_0-9]+' | sed 's/.*( *//')
+while IFS= read -r f; do
+  name=$(basename "$f" .c)
+  own=tests/unit/${name}_test.c
+  if [ -e "$own" ]; then
+    if ! grep -qx "${name}_test" <<<"$declared"; then
+      echo "structure: $own: no cma_unit_test(${name}_test ...) in src/*/CMakeLists.txt declares it, so it never runs"
+      fail=1
+    fi
+  elif [ -z "${mapped[$f]:-}" ]; then
+    echo "structure: $f: no unit test (write $own and declare it with cma_unit_test(), or name the test that exercises it in $MODULE_TESTS with a reason)"
+    fail=1
+  fi
+done < <(git ls-files --cached --others --exclude-standard 'src/*.c')
 
 [ $fail -eq 0 ] && echo "structure: clean"
 exit $fail

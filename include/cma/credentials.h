@@ -1,6 +1,7 @@
 /* credentials.h: the credentials of one outgoing HTTP client (the Prometheus backend, the
- * kube-apiserver), read the same way for every client, and the checks of TLS material (CA
- * bundles, certificate + key pairs) that the serving side (tls.c) shares.
+ * kube-apiserver), read the same way for every client. The TLS material checks (CA bundles,
+ * certificate + key pairs) and the change signature are in tlsmat.h, shared with the serving
+ * side.
  *
  * A struct cma_creds is built once from a spec: every file is read, every PEM parsed and the
  * key checked against its certificate, so broken material stops start-up with the setting's
@@ -62,22 +63,6 @@ enum cma_errc cma_creds_refresh(struct cma_creds *c, struct cma_err *warning);
 
 /* How many times material was replaced since creation (for tests and logs). */
 unsigned cma_creds_generation(const struct cma_creds *c);
-
-/* ---- TLS material checks (OpenSSL), shared with the serving side ------------------------- */
-
-/* A CA bundle: at least one PEM certificate and nothing that fails to parse. *ret_n (may be
- * NULL) gets the number of certificates. CMA_ERR_TLS with the reason. */
-enum cma_errc cma_creds_check_ca(const char *pem, size_t len, size_t *ret_n,
-                                 struct cma_err *reterr);
-
-/* A certificate (the first PEM certificate, further ones must parse) and an unencrypted PEM
- * private key that matches it. CMA_ERR_TLS with the reason. Never prompts for a passphrase. */
-enum cma_errc cma_creds_check_pair(const char *cert_pem, size_t cert_len, const char *key_pem,
-                                   size_t key_len, struct cma_err *reterr);
-
-/* The same for two files (CMA_ERR_TLS also when one cannot be read); the message names them. */
-enum cma_errc cma_creds_check_pair_files(const char *cert_file, const char *key_file,
-                                         struct cma_err *reterr);
 
 /* ---- reports to the deciding layer ------------------------------------------------------ */
 

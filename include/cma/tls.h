@@ -1,6 +1,7 @@
 /* tls.h: serving-certificate material: validating a given cert/key pair, and generating a
  * self-signed certificate (OpenSSL) into --cert-dir when none is given, with SANs for
- * localhost, 127.0.0.1, ::1 and the service DNS names. The only OpenSSL user outside libcurl. */
+ * localhost, 127.0.0.1, ::1 and the service DNS names. Reading and checking material is
+ * clients/tlsmat.h. */
 #ifndef CMA_TLS_H
 #define CMA_TLS_H
 

@@ -5,12 +5,12 @@
  * kube's order: requestheader (front-proxy cert verified against the requestheader CA, CN in the
  * allowed names, identity from the X-Remote-* headers), x509 (client CA: user CN, groups O),
  * bearer token (TokenReview, cached for success and failure alike). A presented credential that
- * fails is an error (401); no credential at all is system:anonymous. */
+ * fails is an error (401); no credential at all is system:anonymous. CA bundles become trust
+ * stores through the one TLS-material module (clients/tlsmat.c). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <jansson.h>
-#include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <openssl/x509_vfy.h>
@@ -25,6 +25,7 @@
 #include "cma/metrics.h"
 #include "cma/server.h"
 #include "cma/str.h"
+#include "cma/tlsmat.h"
 
 #define CONFIGMAP_PATH                                                                             \
     "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"
@@ -244,30 +245,17 @@ static void snapshot_swap(struct cma_auth *a, struct auth_snapshot *s)
     snapshot_put(a, old);
 }
 
-/* PEM bundle → a new X509_STORE; NULL with an error when no certificate is in it. */
+/* PEM bundle → a new X509_STORE (clients/tlsmat.c); NULL with an error when no certificate is
+ * in it. */
 static X509_STORE *store_from_pem(const char *pem, const char *what, struct cma_err *reterr)
 {
-    BIO *bio = BIO_new_mem_buf(pem, -1);
-    X509_STORE *store = X509_STORE_new();
-    if (!bio || !store) {
-        BIO_free(bio);
-        X509_STORE_free(store);
-        cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    int n = 0;
-    X509 *cert;
-    while ((cert = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
-        if (X509_STORE_add_cert(store, cert) == 1)
-            n++;
-        X509_free(cert);
-    }
-    BIO_free(bio);
-    if (n == 0) {
-        X509_STORE_free(store);
-        cma_err_set(reterr, CMA_ERR_TLS, "%s: no PEM certificate in it", what);
-        return NULL;
-    }
+    struct cma_err e;
+    cma_err_clear(&e);
+    X509_STORE *store = cma_tlsmat_ca_store(pem, strlen(pem), NULL, &e);
+    if (!store && e.code == CMA_ERR_TLS)
+        cma_err_prefix(&e, "%s: ", what);
+    if (!store)
+        cma_err_copy(reterr, &e);
     return store;
 }
 

@@ -1,7 +1,7 @@
 /* credentials.c: the credentials of one outgoing HTTP client (CA bundle, client certificate and
  * key, bearer token, basic-auth password) loaded, checked and re-read when their files change,
- * and the TLS material checks (OpenSSL) that tls.c shares for the serving certificate. The one
- * place that reads credential files for prom.c and kube.c alike.
+ * for prom.c and kube.c alike. Reading the files, the PEM checks and the change signature are
+ * the project's one TLS-material module (tlsmat.c); this file decides what a client uses.
  *
  * DESIGN
  * - Snapshots: what a request uses is an immutable, reference-counted struct cma_cred_snap
@@ -9,12 +9,12 @@
  *   takes the current one, sets it on its curl handle and releases it after the transfer; a
  *   rotation publishes a new snapshot under the mutex and drops the client's reference to the
  *   old one, which lives on until its last request ends.
- * - Change detection per file: a stat signature (device, inode, size, mtime, ctime). stat()
- *   follows symlinks, so the atomic `..data` swap of a projected volume changes the inode.
+ * - Change detection per file: a stat signature (device, inode, size, mtime, ctime; tlsmat.h).
+ *   stat() follows symlinks, so the atomic `..data` swap of a projected volume changes the inode.
  *   Timestamps are coarse (a kernel tick), so a file rewritten within one tick of our read could
- *   keep its signature: until its timestamps are more than SETTLE_NS in the past, a file is
- *   "unsettled" and read again at every check; its content, compared with what was last read,
- *   decides whether it changed.
+ *   keep its signature: until its timestamps are more than two seconds in the past, a file is
+ *   "unsettled" (cma_tlsmat_sig_settled) and read again at every check; its content, compared
+ *   with what was last read, decides whether it changed.
  * - Validation before use: a changed CA bundle must parse; a changed certificate or key is read
  *   with its partner and swapped in only when the key matches the certificate (a rotation that
  *   has written one file of the pair, or half a file, keeps the previous pair); a token must be
@@ -25,8 +25,7 @@
  *   only used for CA files, so a rotated CA takes effect at the next handshake. curl reuses a
  *   kept-alive connection only when the TLS blobs are equal, so connections made with old
  *   material finish their transfers and are not reused for new ones.
- * - OpenSSL's error queue is thread-local; every exit path clears it. Encrypted keys are
- *   refused through a password callback that returns none (never prompts). */
+ * - PEM checks (tlsmat.c) never prompt: encrypted keys are refused. */
 #include "cma/credentials.h"
 
 #include <errno.h>
@@ -37,158 +36,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-
-#include <openssl/bio.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 
 #include "cma/buf.h"
 #include "cma/hash.h"
 #include "cma/str.h"
+#include "cma/tlsmat.h"
 #include "internal.h"
 
-#define PEM_FILE_MAX ((size_t)4 << 20)
+#define PEM_FILE_MAX CMA_TLSMAT_PEM_MAX
 #define SECRET_FILE_MAX ((size_t)64 << 10)
-#define SETTLE_NS 2000000000LL
-
-/* ---- TLS material checks ----------------------------------------------------------------- */
-
-static int no_password(char *buf, int size, int rwflag, void *u)
-{
-    (void)buf;
-    (void)size;
-    (void)rwflag;
-    (void)u;
-    return 0;
-}
-
-/* Sets CMA_ERR_TLS with msg and the first queued OpenSSL error, then clears the queue. */
-static enum cma_errc ossl_fail(struct cma_err *reterr, const char *msg)
-{
-    unsigned long e = ERR_peek_error();
-    if (e != 0) {
-        char ossl[160];
-        ERR_error_string_n(e, ossl, sizeof ossl);
-        cma_err_set(reterr, CMA_ERR_TLS, "%s (%s)", msg, ossl);
-    } else {
-        cma_err_set(reterr, CMA_ERR_TLS, "%s", msg);
-    }
-    ERR_clear_error();
-    return CMA_ERR_TLS;
-}
-
-/* True when the last error queued is only "no more PEM blocks". */
-static bool pem_end_only(void)
-{
-    unsigned long e = ERR_peek_last_error();
-    return e == 0 || (ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE);
-}
-
-/* Reads every certificate of a PEM text: the first one into *ret_first (may be NULL), the
- * count into *ret_n. Fails when there is none or when a certificate block does not parse. */
-static enum cma_errc read_certs(const char *pem, size_t len, X509 **ret_first, size_t *ret_n,
-                                struct cma_err *reterr)
-{
-    ERR_clear_error();
-    if (len > INT32_MAX)
-        return cma_err_set(reterr, CMA_ERR_TLS, "too large for a PEM file");
-    BIO *bio = BIO_new_mem_buf(pem, (int)len);
-    if (!bio)
-        return ossl_fail(reterr, "out of memory");
-    size_t n = 0;
-    X509 *first = NULL;
-    for (X509 *x; (x = PEM_read_bio_X509(bio, NULL, no_password, NULL)) != NULL; n++) {
-        if (!first)
-            first = x;
-        else
-            X509_free(x);
-    }
-    BIO_free(bio);
-    enum cma_errc rc = CMA_OK;
-    if (n == 0)
-        rc = ossl_fail(reterr, "no PEM certificate in it");
-    else if (!pem_end_only())
-        rc = ossl_fail(reterr, "a certificate in it does not parse");
-    ERR_clear_error();
-    if (rc != CMA_OK || !ret_first)
-        X509_free(first);
-    else
-        *ret_first = first;
-    if (ret_n)
-        *ret_n = n;
-    return rc;
-}
-
-static enum cma_errc read_key(const char *pem, size_t len, EVP_PKEY **ret, struct cma_err *reterr)
-{
-    ERR_clear_error();
-    if (len > INT32_MAX)
-        return cma_err_set(reterr, CMA_ERR_TLS, "too large for a PEM file");
-    BIO *bio = BIO_new_mem_buf(pem, (int)len);
-    if (!bio)
-        return ossl_fail(reterr, "out of memory");
-    EVP_PKEY *key = PEM_read_bio_PrivateKey(bio, NULL, no_password, NULL);
-    BIO_free(bio);
-    if (!key)
-        return ossl_fail(reterr, "no unencrypted PEM private key in it");
-    ERR_clear_error();
-    *ret = key;
-    return CMA_OK;
-}
-
-enum cma_errc cma_creds_check_ca(const char *pem, size_t len, size_t *ret_n, struct cma_err *reterr)
-{
-    return read_certs(pem, len, NULL, ret_n, reterr);
-}
-
-enum cma_errc cma_creds_check_pair(const char *cert_pem, size_t cert_len, const char *key_pem,
-                                   size_t key_len, struct cma_err *reterr)
-{
-    X509 *leaf = NULL;
-    EVP_PKEY *key = NULL;
-    struct cma_err e;
-    cma_err_clear(&e);
-    enum cma_errc rc = read_certs(cert_pem, cert_len, &leaf, NULL, &e);
-    if (rc != CMA_OK) {
-        cma_err_prefix(&e, "certificate: ");
-    } else if ((rc = read_key(key_pem, key_len, &key, &e)) != CMA_OK) {
-        cma_err_prefix(&e, "key: ");
-    } else if (X509_check_private_key(leaf, key) != 1) {
-        rc = ossl_fail(&e, "the private key does not match the certificate");
-    }
-    X509_free(leaf);
-    EVP_PKEY_free(key);
-    ERR_clear_error();
-    cma_err_copy(reterr, &e);
-    return rc;
-}
-
-enum cma_errc cma_creds_check_pair_files(const char *cert_file, const char *key_file,
-                                         struct cma_err *reterr)
-{
-    if (!cert_file || !*cert_file || !key_file || !*key_file)
-        return cma_err_set(reterr, CMA_ERR_TLS, "a certificate file and a key file are required");
-    char *cert = NULL, *key = NULL;
-    size_t cert_len = 0, key_len = 0;
-    struct cma_err e;
-    cma_err_clear(&e);
-    enum cma_errc rc = cma_clients_read_file(cert_file, PEM_FILE_MAX, &cert, &cert_len, &e);
-    if (rc == CMA_OK)
-        rc = cma_clients_read_file(key_file, PEM_FILE_MAX, &key, &key_len, &e);
-    if (rc == CMA_OK) {
-        rc = cma_creds_check_pair(cert, cert_len, key, key_len, &e);
-        cma_err_prefix(&e, "certificate %s, key %s: ", cert_file, key_file);
-    }
-    free(cert);
-    free(key);
-    if (rc != CMA_OK && rc != CMA_ERR_NOMEM)
-        rc = e.code = CMA_ERR_TLS;
-    cma_err_copy(reterr, &e);
-    return rc;
-}
 
 /* ---- snapshots --------------------------------------------------------------------------- */
 
@@ -296,23 +152,16 @@ enum cma_errc cma_cred_snap_setopt(const struct cma_cred_snap *s, CURL *h, struc
 
 /* ---- one watched setting ----------------------------------------------------------------- */
 
-struct sig {
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtime, ctime;
-};
-
 struct item {
     char *label;
     char *file;              /* NULL: fixed bytes or unset */
     unsigned char *examined; /* the content last read (or the fixed bytes) */
     size_t examined_len;
-    bool set;             /* file or fixed bytes given */
-    struct sig seen;      /* of `examined` */
-    bool settled;         /* seen's timestamps were SETTLE_NS old when read */
-    int failed_errno;     /* the file could not be read last time: errno (0 = it could) */
-    uint64_t warned_hash; /* content last refused (reported once) */
+    bool set;                   /* file or fixed bytes given */
+    struct cma_tlsmat_sig seen; /* of `examined` */
+    bool settled;               /* seen was settled when read (cma_tlsmat_sig_settled) */
+    int failed_errno;           /* the file could not be read last time: errno (0 = it could) */
+    uint64_t warned_hash;       /* content last refused (reported once) */
 };
 
 enum probe { PROBE_SAME, PROBE_FRESH, PROBE_FAILED };
@@ -330,36 +179,6 @@ static uint64_t fnv1a(const unsigned char *p, size_t len)
     return cma_hash_bytes(CMA_HASH_FNV_OFFSET, p, len) | 1; /* never 0: "nothing refused yet" */
 }
 
-static bool sig_eq(const struct sig *a, const struct sig *b)
-{
-    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
-           a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
-}
-
-static int64_t ts_ns(struct timespec t)
-{
-    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static void sig_of(const struct stat *st, struct sig *s)
-{
-    memset(s, 0, sizeof(*s));
-    s->dev = st->st_dev;
-    s->ino = st->st_ino;
-    s->size = st->st_size;
-    s->mtime = st->st_mtim;
-    s->ctime = st->st_ctim;
-}
-
-static bool sig_settled(const struct sig *s)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    int64_t newest = ts_ns(s->mtime) > ts_ns(s->ctime) ? ts_ns(s->mtime) : ts_ns(s->ctime);
-    return ts_ns(now) - newest > SETTLE_NS;
-}
-
 /* "<label> <file>: " or "<label>: " in front of an error. */
 static void prefix_item(struct cma_err *e, const struct item *it)
 {
@@ -367,47 +186,6 @@ static void prefix_item(struct cma_err *e, const struct item *it)
         cma_err_prefix(e, "%s %s: ", it->label, it->file);
     else
         cma_err_prefix(e, "%s: ", it->label);
-}
-
-/* Reads an open file whole into b (ceiling: b's max); 0 or an errno (EFBIG over the ceiling). */
-static int read_all(FILE *f, struct cma_buf *b)
-{
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-        enum cma_errc rc = cma_buf_append(b, chunk, n);
-        if (rc != CMA_OK)
-            return rc == CMA_ERR_TOO_LARGE ? EFBIG : ENOMEM;
-    }
-    return ferror(f) ? (errno ? errno : EIO) : 0;
-}
-
-/* Reads the file of `it` and the stat signature of what was read (fstat of the open file);
- * *ret owns the bytes (NUL-terminated). On failure *ret_errno says why. */
-static enum cma_errc read_item_file(const struct item *it, size_t max, struct sig *ret_sig,
-                                    unsigned char **ret, size_t *ret_len, int *ret_errno,
-                                    struct cma_err *reterr)
-{
-    struct stat st;
-    memset(&st, 0, sizeof(st));
-    struct cma_buf b;
-    cma_buf_init(&b, max);
-    FILE *f = fopen(it->file, "rb");
-    int e = !f ? errno : fstat(fileno(f), &st) != 0 ? errno : read_all(f, &b);
-    if (f)
-        fclose(f);
-    *ret_errno = e;
-    if (e != 0) {
-        cma_buf_done(&b);
-        if (e == EFBIG)
-            return cma_err_set(reterr, CMA_ERR_IO, "cannot read it: over %zu bytes", max);
-        return cma_err_set(reterr, e == ENOMEM ? CMA_ERR_NOMEM : CMA_ERR_IO, "cannot read it: %s",
-                           strerror(e));
-    }
-    sig_of(&st, ret_sig);
-    *ret_len = b.len;
-    *ret = (unsigned char *)(b.ptr ? cma_buf_take(&b) : calloc(1, 1));
-    return *ret ? CMA_OK : cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
 }
 
 /* Looks at the file again: PROBE_FRESH when it holds other bytes than last read (now in
@@ -418,19 +196,19 @@ static enum probe probe_item(struct item *it, size_t max, struct cma_err *fail)
     if (!it->file)
         return PROBE_SAME;
     if (stat(it->file, &st) == 0 && it->failed_errno == 0 && it->settled) {
-        struct sig now;
-        sig_of(&st, &now);
-        if (sig_eq(&now, &it->seen))
+        struct cma_tlsmat_sig now;
+        cma_tlsmat_sig_of(&st, &now);
+        if (cma_tlsmat_sig_eq(&now, &it->seen))
             return PROBE_SAME;
     }
-    struct sig sig;
+    struct cma_tlsmat_sig sig;
     memset(&sig, 0, sizeof(sig));
     unsigned char *bytes = NULL;
     size_t len = 0;
     int saved_errno = 0;
     struct cma_err e;
     cma_err_clear(&e);
-    if (read_item_file(it, max, &sig, &bytes, &len, &saved_errno, &e) != CMA_OK) {
+    if (cma_tlsmat_read(it->file, max, &sig, &bytes, &len, &saved_errno, &e) != CMA_OK) {
         if (saved_errno != it->failed_errno) {
             it->failed_errno = saved_errno;
             prefix_item(&e, it);
@@ -440,7 +218,7 @@ static enum probe probe_item(struct item *it, size_t max, struct cma_err *fail)
     }
     it->failed_errno = 0;
     it->seen = sig;
-    it->settled = sig_settled(&sig);
+    it->settled = cma_tlsmat_sig_settled(&sig);
     if (bytes && it->examined && len == it->examined_len && memcmp(bytes, it->examined, len) == 0) {
         free(bytes);
         return PROBE_SAME;
@@ -469,14 +247,14 @@ static enum cma_errc item_init(struct item *it, const struct cma_cred_item *spec
     struct cma_err e;
     cma_err_clear(&e);
     int unused_errno = 0;
-    enum cma_errc rc = read_item_file(it, PEM_FILE_MAX, &it->seen, &it->examined, &it->examined_len,
-                                      &unused_errno, &e);
+    enum cma_errc rc = cma_tlsmat_read(it->file, PEM_FILE_MAX, &it->seen, &it->examined,
+                                       &it->examined_len, &unused_errno, &e);
     if (rc != CMA_OK) {
         prefix_item(&e, it);
         cma_err_copy(reterr, &e);
         return rc;
     }
-    it->settled = sig_settled(&it->seen);
+    it->settled = cma_tlsmat_sig_settled(&it->seen);
     return CMA_OK;
 }
 
@@ -525,7 +303,7 @@ static enum cma_errc check_pem_items(struct cma_creds *c, struct cma_err *reterr
     struct cma_err e;
     cma_err_clear(&e);
     if (c->ca.set &&
-        cma_creds_check_ca((const char *)c->ca.examined, c->ca.examined_len, NULL, &e) != CMA_OK) {
+        cma_tlsmat_check_ca((const char *)c->ca.examined, c->ca.examined_len, NULL, &e) != CMA_OK) {
         prefix_item(&e, &c->ca);
         cma_err_copy(reterr, &e);
         return e.code;
@@ -538,8 +316,8 @@ static enum cma_errc check_pem_items(struct cma_creds *c, struct cma_err *reterr
                            it->label);
     }
     if (c->cert.set &&
-        cma_creds_check_pair((const char *)c->cert.examined, c->cert.examined_len,
-                             (const char *)c->key.examined, c->key.examined_len, &e) != CMA_OK) {
+        cma_tlsmat_check_pair((const char *)c->cert.examined, c->cert.examined_len,
+                              (const char *)c->key.examined, c->key.examined_len, &e) != CMA_OK) {
         cma_err_prefix(&e, "%s %s and %s %s: ", c->cert.label, c->cert.file ? c->cert.file : "",
                        c->key.label, c->key.file ? c->key.file : "");
         cma_err_copy(reterr, &e);
@@ -662,7 +440,7 @@ static bool fresh_ca(struct cma_creds *c, struct cma_cred_snap *s, struct cma_er
     cma_err_clear(&e);
     struct item *it = &c->ca;
     char name[600];
-    if (cma_creds_check_ca((const char *)it->examined, it->examined_len, NULL, &e) != CMA_OK) {
+    if (cma_tlsmat_check_ca((const char *)it->examined, it->examined_len, NULL, &e) != CMA_OK) {
         refuse(it, fnv1a(it->examined, it->examined_len), item_name(it, name, sizeof(name)), &e,
                "CA bundle", warning);
         return false;
@@ -674,8 +452,8 @@ static bool fresh_pair(struct cma_creds *c, struct cma_cred_snap *s, struct cma_
 {
     struct cma_err e;
     cma_err_clear(&e);
-    if (cma_creds_check_pair((const char *)c->cert.examined, c->cert.examined_len,
-                             (const char *)c->key.examined, c->key.examined_len, &e) != CMA_OK) {
+    if (cma_tlsmat_check_pair((const char *)c->cert.examined, c->cert.examined_len,
+                              (const char *)c->key.examined, c->key.examined_len, &e) != CMA_OK) {
         uint64_t h = fnv1a(c->cert.examined, c->cert.examined_len) ^
                      fnv1a(c->key.examined, c->key.examined_len);
         char cert[600], key[600], both[1300];

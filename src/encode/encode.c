@@ -28,6 +28,7 @@
 #include "cma/quantity.h"
 #include "cma/selector.h"
 #include "cma/str.h"
+#include "cma/utf8.h"
 
 /* Earliest and latest sample times printed: metav1.Time needs a 4-digit year. */
 #define MIN_TIMESTAMP_MS INT64_C(-30610224000000) /* 1000-01-01T00:00:00Z */
@@ -65,36 +66,14 @@ static void put_i64(struct jw *w, int64_t v)
     put(w, tmp, (size_t)n);
 }
 
-/* Length of the valid UTF-8 sequence at s[0..len) (2-4), or 0 if the bytes there are not one.
- * Same acceptance as Go's utf8.DecodeRune: no overlongs, no surrogates, nothing > U+10FFFF. */
+/* Length of the valid UTF-8 sequence at s[0..len) (2-4), or 0 if the bytes there are not one
+ * (c >= 0x80): base's decoder has Go's utf8.DecodeRune acceptance (no overlongs, no surrogates,
+ * nothing > U+10FFFF) and gives width 1 for any invalid or truncated sequence. */
 static size_t utf8_seq_len(const unsigned char *s, size_t len)
 {
-    unsigned char c = s[0];
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        if (c == 0xE0)
-            lo = 0xA0; /* overlong */
-        else if (c == 0xED)
-            hi = 0x9F; /* surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        if (c == 0xF0)
-            lo = 0x90; /* overlong */
-        else if (c == 0xF4)
-            hi = 0x8F; /* > U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (len < n || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    return n;
+    size_t width = 0;
+    cma_utf8_decode((const char *)s, len, &width);
+    return width > 1 ? width : 0;
 }
 
 /* Bytes that never need escaping and are plain ASCII. */

@@ -1,6 +1,6 @@
 /* tls.c: serving-certificate material for the HTTPS server (OpenSSL): checking that a given
  * certificate/key pair belongs together (with the check the outgoing clients use,
- * clients/credentials.c), and generating a self-signed pair into --cert-dir when the user gives
+ * clients/tlsmat.c), and generating a self-signed pair into --cert-dir when the user gives
  * none, as kube's secure-serving options do.
  *
  * DESIGN
@@ -14,9 +14,9 @@
  *   expired; otherwise it is regenerated.
  * - Files are written atomically (temporary file in the same directory, fsync, rename); the key
  *   is created with mode 0600, the certificate 0644; the directory is created with mode 0700.
- * - OpenSSL's error queue is thread-local; every exit path clears it, and its first entry is
- *   quoted in the error message.
- * - Never prompts: encrypted keys are refused through a password callback that returns none. */
+ * - Reading and checking the material, and the OpenSSL error text, are the project's one
+ *   TLS-material module (clients/tlsmat.c), so serving and client material are judged by the
+ *   same code. OpenSSL's error queue is thread-local; every exit path clears it. */
 #include "cma/tls.h"
 
 #include <arpa/inet.h>
@@ -38,8 +38,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include "cma/credentials.h"
 #include "cma/file.h"
+#include "cma/tlsmat.h"
 
 #define CERT_NAME "apiserver.crt"
 #define KEY_NAME "apiserver.key"
@@ -47,74 +47,12 @@
 #define VALID_DAYS 365
 #define MAX_DNS_NAME 253
 
-/* ----- errors ----- */
-
-/* Sets a CMA_ERR_TLS error whose message ends with the first queued OpenSSL error, if any. */
-__attribute__((format(printf, 2, 3))) static enum cma_errc tls_fail(struct cma_err *reterr,
-                                                                    const char *fmt, ...)
-{
-    char msg[CMA_ERR_MSG_MAX / 2];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    unsigned long e = ERR_peek_error();
-    if (e != 0) {
-        char ossl[160];
-        ERR_error_string_n(e, ossl, sizeof ossl);
-        cma_err_set(reterr, CMA_ERR_TLS, "%s: %s", msg, ossl);
-    } else {
-        cma_err_set(reterr, CMA_ERR_TLS, "%s", msg);
-    }
-    ERR_clear_error();
-    return CMA_ERR_TLS;
-}
-
-static int no_password(char *buf, int size, int rwflag, void *u)
-{
-    (void)buf;
-    (void)size;
-    (void)rwflag;
-    (void)u;
-    return 0;
-}
-
-/* ----- loading ----- */
-
-/* Loads the first certificate of a PEM file and checks that every further block parses too. */
-static enum cma_errc load_leaf(const char *cert_file, X509 **ret_leaf, struct cma_err *reterr)
-{
-    BIO *bio = BIO_new_file(cert_file, "r");
-    if (!bio)
-        return tls_fail(reterr, "cannot open certificate file %s", cert_file);
-    X509 *leaf = PEM_read_bio_X509(bio, NULL, no_password, NULL);
-    if (!leaf) {
-        BIO_free(bio);
-        return tls_fail(reterr, "no PEM certificate in %s", cert_file);
-    }
-    for (;;) {
-        X509 *more = PEM_read_bio_X509(bio, NULL, no_password, NULL);
-        if (!more)
-            break;
-        X509_free(more);
-    }
-    unsigned long e = ERR_peek_last_error();
-    BIO_free(bio);
-    if (e != 0 && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
-        X509_free(leaf);
-        return tls_fail(reterr, "bad certificate in the chain of %s", cert_file);
-    }
-    ERR_clear_error();
-    *ret_leaf = leaf;
-    return CMA_OK;
-}
-
-/* The pair check is the one of the outgoing clients' credentials (clients/credentials.c), so
+/* The pair check is the one of the outgoing clients' credentials (clients/tlsmat.c), so
  * serving and client material are judged by the same code. */
 enum cma_errc cma_tls_check_pair(const char *cert_file, const char *key_file,
                                  struct cma_err *reterr)
 {
-    return cma_creds_check_pair_files(cert_file, key_file, reterr);
+    return cma_tlsmat_check_pair_files(cert_file, key_file, reterr);
 }
 
 /* ----- files and directories ----- */
@@ -159,7 +97,7 @@ static enum cma_errc write_pem_atomic(const char *final_path, mode_t mode, enum 
 {
     BIO *mem = BIO_new(BIO_s_mem());
     if (!mem)
-        return tls_fail(reterr, "cannot encode %s", final_path);
+        return cma_tlsmat_fail(reterr, "cannot encode %s", final_path);
     bool ok = true;
     if (kind == PEM_KEY)
         ok = PEM_write_bio_PrivateKey(mem, key, NULL, NULL, 0, NULL, NULL) == 1;
@@ -168,7 +106,7 @@ static enum cma_errc write_pem_atomic(const char *final_path, mode_t mode, enum 
     char *data = NULL;
     long len = ok ? BIO_get_mem_data(mem, &data) : -1;
     enum cma_errc rc = len < 0 || !data
-                           ? tls_fail(reterr, "cannot encode %s", final_path)
+                           ? cma_tlsmat_fail(reterr, "cannot encode %s", final_path)
                            : cma_file_replace(final_path, data, (size_t)len, mode, reterr);
     BIO_free(mem); /* OpenSSL clears a memory BIO's buffer as it frees it (BUF_MEM_free) */
     return rc;
@@ -256,7 +194,7 @@ static enum cma_errc build_sans(const char *const *extra_dns, size_t n_extra_dns
     ok = ok && add_name_san(gens, "127.0.0.1") && add_name_san(gens, "::1");
     if (!ok) {
         GENERAL_NAMES_free(gens);
-        return tls_fail(reterr, "cannot build the subjectAltName list");
+        return cma_tlsmat_fail(reterr, "cannot build the subjectAltName list");
     }
     *ret_gens = gens;
     return CMA_OK;
@@ -340,7 +278,7 @@ static enum cma_errc generate_pair(const char *cert_path, const char *key_path,
     X509 *ca = NULL;
     X509 *leaf = NULL;
     if (!ca_key || !leaf_key) {
-        rc = tls_fail(reterr, "cannot generate an EC P-256 key");
+        rc = cma_tlsmat_fail(reterr, "cannot generate an EC P-256 key");
         goto out;
     }
     char ca_cn[64];
@@ -351,7 +289,7 @@ static enum cma_errc generate_pair(const char *cert_path, const char *key_path,
     ca = make_cert(ca_cn, ca_key, NULL, NULL, NULL);
     leaf = ca ? make_cert(leaf_cn, leaf_key, ca, ca_key, sans) : NULL;
     if (!leaf) {
-        rc = tls_fail(reterr, "cannot build the self-signed certificate");
+        rc = cma_tlsmat_fail(reterr, "cannot build the self-signed certificate");
         goto out;
     }
     X509 *chain[2] = {leaf, ca};
@@ -376,13 +314,7 @@ static bool pair_is_usable(const char *cert_path, const char *key_path)
         return false;
     if (cma_tls_check_pair(cert_path, key_path, NULL) != CMA_OK)
         return false;
-    X509 *leaf = NULL;
-    if (load_leaf(cert_path, &leaf, NULL) != CMA_OK)
-        return false;
-    bool fresh = X509_cmp_current_time(X509_get0_notAfter(leaf)) > 0;
-    X509_free(leaf);
-    ERR_clear_error();
-    return fresh;
+    return cma_tlsmat_leaf_current(cert_path);
 }
 
 static enum cma_errc join_path(char *out, size_t out_len, const char *dir, const char *name,

@@ -247,17 +247,6 @@ static bool is_alnum(unsigned c)
     return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
 }
 
-static int unhex(unsigned c)
-{
-    if (c >= '0' && c <= '9')
-        return (int)(c - '0');
-    if (c >= 'a' && c <= 'f')
-        return (int)(c - 'a' + 10);
-    if (c >= 'A' && c <= 'F')
-        return (int)(c - 'A' + 10);
-    return -1;
-}
-
 static unsigned char at(const struct xlat *x, size_t i)
 {
     return i < x->len ? (unsigned char)x->pat[i] : 0;
@@ -308,7 +297,7 @@ static enum cma_errc parse_escape(struct xlat *x, uint32_t *ret)
                     goto bad;
                 if (at(x, j) == '}')
                     break;
-                int v = unhex(at(x, j));
+                int v = cma_hex_digit(at(x, j));
                 if (v < 0)
                     goto bad;
                 r = r * 16 + (uint32_t)v;
@@ -322,7 +311,7 @@ static enum cma_errc parse_escape(struct xlat *x, uint32_t *ret)
             *ret = r;
             return CMA_OK;
         }
-        int hx = unhex(at(x, i)), lx = i + 1 < x->len ? unhex(at(x, i + 1)) : -1;
+        int hx = cma_hex_digit(at(x, i)), lx = i + 1 < x->len ? cma_hex_digit(at(x, i + 1)) : -1;
         if (hx < 0 || lx < 0) {
             i = i + 1 < x->len ? i + 2 : x->len;
             break;

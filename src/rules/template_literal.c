@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cma/str.h"
 #include "template_internal.h"
 
 /* ---- numbers (parse.go newNumber, strconv.ParseUint/ParseInt/ParseFloat with base 0) ---- */
@@ -68,13 +69,11 @@ bool cma_tpl_parse_uint_go(const char *s0, size_t n0, uint64_t *ret)
         if (c == '_') {
             underscores = true;
             continue;
-        } else if (c >= '0' && c <= '9') {
-            d = (unsigned)(c - '0');
-        } else if (lower_ascii(c) >= 'a' && lower_ascii(c) <= 'z') {
-            d = (unsigned)(lower_ascii(c) - 'a' + 10);
-        } else {
-            return false;
         }
+        int x = cma_hex_digit(c); /* bases are 2, 8, 10 and 16 */
+        if (x < 0)
+            return false;
+        d = (unsigned)x;
         if (d >= base || v > (UINT64_MAX - d) / base)
             return false;
         v = v * base + d;
@@ -229,10 +228,7 @@ bool cma_tpl_unquote_char(const char *s, size_t n, char quote, int32_t *ret, boo
             return false;
         for (size_t j = 0; j < digits; j++) {
             char h = s[2 + j];
-            int x = (h >= '0' && h <= '9')   ? h - '0'
-                    : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                    : (h >= 'A' && h <= 'F') ? h - 'A' + 10
-                                             : -1;
+            int x = cma_hex_digit(h);
             if (x < 0)
                 return false;
             v = (int32_t)(((uint32_t)v << 4) | (uint32_t)x);

@@ -26,6 +26,7 @@
 #include "cma/catalog.h"
 #include "cma/prom.h"
 #include "cma/server.h"
+#include "api_fixture.h"
 
 static void response_init(struct cma_response *resp)
 {
@@ -167,50 +168,6 @@ static void test_cma_api_view_value__binary_search(void **state)
 
 /* ---- cma_app_handle with an empty catalog store (before the first relist), no backend ---- */
 
-struct answer {
-    int status;
-    const char *content_type;
-    json_t *json; /* NULL when the body is not JSON */
-    char text[512];
-};
-
-static void answer_done(struct answer *a)
-{
-    json_decref(a->json);
-}
-
-static struct answer handle(struct cma_app *app, const char *method, const char *path)
-{
-    struct cma_request req = {.method = method, .path = path};
-    struct cma_response resp;
-    response_init(&resp);
-    cma_app_handle(app, &req, &resp);
-    struct answer a = {.status = resp.status, .content_type = resp.content_type};
-    a.json = json_loadb(resp.body.ptr, resp.body.len, 0, NULL);
-    snprintf(a.text, sizeof(a.text), "%s", cma_buf_str(&resp.body));
-    cma_buf_done(&resp.body);
-    return a;
-}
-
-static const char *str_at(json_t *root, const char *key)
-{
-    const char *v = json_string_value(json_object_get(root, key));
-    return v ? v : "(none)";
-}
-
-/* A Status answer with `code` whose message contains `part`. */
-static void expect_status(struct cma_app *app, const char *method, const char *path, int code,
-                          const char *part)
-{
-    struct answer a = handle(app, method, path);
-    if (a.status != code || !a.json || strcmp(str_at(a.json, "kind"), "Status") != 0 ||
-        json_integer_value(json_object_get(a.json, "code")) != code ||
-        !strstr(str_at(a.json, "message"), part))
-        fail_msg("%s %s: want %d Status with \"%s\", got %d %s", method, path, code, part, a.status,
-                 a.text);
-    answer_done(&a);
-}
-
 struct app_fixture {
     struct cma_catalog_store *store;
     struct cma_app app;
@@ -238,19 +195,19 @@ static int app_teardown(void **state)
 /* The group names of /apis, space-separated, in order. */
 static void apis_groups(struct cma_app *app, char *out, size_t out_len)
 {
-    struct answer a = handle(app, "GET", "/apis");
+    struct api_answer a = cma_test_api_request(app, "GET", "/apis");
     assert_int_equal(a.status, 200);
     assert_non_null(a.json);
-    assert_string_equal(str_at(a.json, "kind"), "APIGroupList");
+    assert_string_equal(cma_test_api_str(a.json, "kind"), "APIGroupList");
     out[0] = '\0';
     json_t *g;
     size_t i;
     json_array_foreach(json_object_get(a.json, "groups"), i, g)
     {
         size_t used = strlen(out);
-        snprintf(out + used, out_len - used, "%s%s", i ? " " : "", str_at(g, "name"));
+        snprintf(out + used, out_len - used, "%s%s", i ? " " : "", cma_test_api_str(g, "name"));
     }
-    answer_done(&a);
+    cma_test_api_answer_done(&a);
 }
 
 static void test_cma_app_handle__methods_other_than_get_and_head_are_405(void **state)
@@ -258,11 +215,12 @@ static void test_cma_app_handle__methods_other_than_get_and_head_are_405(void **
     struct app_fixture *fx = *state;
     static const char *const methods[] = {"POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-        expect_status(&fx->app, methods[i], "/apis/custom.metrics.k8s.io/v1beta1", 405,
-                      "the server does not allow this method on the requested resource");
-    struct answer a = handle(&fx->app, "HEAD", "/apis");
+        cma_test_api_expect_status(
+            &fx->app, methods[i], "/apis/custom.metrics.k8s.io/v1beta1", 405,
+            "the server does not allow this method on the requested resource");
+    struct api_answer a = cma_test_api_request(&fx->app, "HEAD", "/apis");
     assert_int_equal(a.status, 200);
-    answer_done(&a);
+    cma_test_api_answer_done(&a);
 }
 
 static void test_cma_app_handle__served_groups_only(void **state)
@@ -274,32 +232,34 @@ static void test_cma_app_handle__served_groups_only(void **state)
     fx->app.serve_external = false;
     apis_groups(&fx->app, groups, sizeof(groups));
     assert_string_equal(groups, "custom.metrics.k8s.io metrics.k8s.io");
-    expect_status(&fx->app, "GET", "/apis/external.metrics.k8s.io", 404,
-                  "could not find the requested resource");
-    expect_status(&fx->app, "GET", "/apis/external.metrics.k8s.io/v1beta1", 404,
-                  "could not find the requested resource");
-    expect_status(&fx->app, "GET", "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/m", 404,
-                  "external.metrics.k8s.io is not served");
+    cma_test_api_expect_status(&fx->app, "GET", "/apis/external.metrics.k8s.io", 404,
+                               "could not find the requested resource");
+    cma_test_api_expect_status(&fx->app, "GET", "/apis/external.metrics.k8s.io/v1beta1", 404,
+                               "could not find the requested resource");
+    cma_test_api_expect_status(&fx->app, "GET",
+                               "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/m", 404,
+                               "external.metrics.k8s.io is not served");
     fx->app.serve_custom = false;
     fx->app.serve_resource = false;
     apis_groups(&fx->app, groups, sizeof(groups));
     assert_string_equal(groups, "");
-    expect_status(&fx->app, "GET", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/metrics/m",
-                  404, "custom.metrics.k8s.io is not served");
-    expect_status(&fx->app, "GET", "/apis/metrics.k8s.io/v1beta1/nodes", 404,
-                  "metrics.k8s.io is not served");
+    cma_test_api_expect_status(&fx->app, "GET",
+                               "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/metrics/m", 404,
+                               "custom.metrics.k8s.io is not served");
+    cma_test_api_expect_status(&fx->app, "GET", "/apis/metrics.k8s.io/v1beta1/nodes", 404,
+                               "metrics.k8s.io is not served");
     /* / lists /apis and the health and version paths, no group */
-    struct answer a = handle(&fx->app, "GET", "/");
+    struct api_answer a = cma_test_api_request(&fx->app, "GET", "/");
     assert_int_equal(a.status, 200);
     char *paths = json_dumps(json_object_get(a.json, "paths"), JSON_COMPACT);
     assert_string_equal(paths, "[\"/apis\",\"/healthz\",\"/livez\",\"/readyz\",\"/version\"]");
     free(paths);
-    answer_done(&a);
+    cma_test_api_answer_done(&a);
     fx->app.serve_custom = fx->app.serve_external = fx->app.serve_resource = true;
-    a = handle(&fx->app, "GET", "/");
+    a = cma_test_api_request(&fx->app, "GET", "/");
     assert_non_null(strstr(a.text, "\"/apis/custom.metrics.k8s.io/v1beta2\""));
     assert_non_null(strstr(a.text, "\"/apis/metrics.k8s.io/v1beta1\""));
-    answer_done(&a);
+    cma_test_api_answer_done(&a);
 }
 
 static void test_cma_app_handle__discovery_before_the_first_relist(void **state)
@@ -312,27 +272,27 @@ static void test_cma_app_handle__discovery_before_the_first_relist(void **state)
     for (size_t i = 0; i < 3; i++) {
         char path[128];
         snprintf(path, sizeof(path), "/apis/%s", gvs[i]);
-        struct answer a = handle(&fx->app, "GET", path);
+        struct api_answer a = cma_test_api_request(&fx->app, "GET", path);
         assert_int_equal(a.status, 200);
-        assert_string_equal(str_at(a.json, "kind"), "APIResourceList");
-        assert_string_equal(str_at(a.json, "groupVersion"), gvs[i]);
+        assert_string_equal(cma_test_api_str(a.json, "kind"), "APIResourceList");
+        assert_string_equal(cma_test_api_str(a.json, "groupVersion"), gvs[i]);
         assert_int_equal(json_array_size(json_object_get(a.json, "resources")), 0);
-        answer_done(&a);
+        cma_test_api_answer_done(&a);
     }
-    expect_status(&fx->app, "GET", "/apis/custom.metrics.k8s.io/v1beta3", 404,
-                  "could not find the requested resource");
+    cma_test_api_expect_status(&fx->app, "GET", "/apis/custom.metrics.k8s.io/v1beta3", 404,
+                               "could not find the requested resource");
     /* metrics.k8s.io's document is static: nodes and pods */
-    struct answer a = handle(&fx->app, "GET", "/apis/metrics.k8s.io/v1beta1");
+    struct api_answer a = cma_test_api_request(&fx->app, "GET", "/apis/metrics.k8s.io/v1beta1");
     assert_int_equal(a.status, 200);
     json_t *res = json_object_get(a.json, "resources");
     assert_int_equal(json_array_size(res), 2);
-    assert_string_equal(str_at(json_array_get(res, 0), "name"), "nodes");
-    assert_string_equal(str_at(json_array_get(res, 1), "kind"), "PodMetrics");
-    answer_done(&a);
-    a = handle(&fx->app, "GET", "/apis/custom.metrics.k8s.io");
-    assert_string_equal(str_at(a.json, "kind"), "APIGroup");
+    assert_string_equal(cma_test_api_str(json_array_get(res, 0), "name"), "nodes");
+    assert_string_equal(cma_test_api_str(json_array_get(res, 1), "kind"), "PodMetrics");
+    cma_test_api_answer_done(&a);
+    a = cma_test_api_request(&fx->app, "GET", "/apis/custom.metrics.k8s.io");
+    assert_string_equal(cma_test_api_str(a.json, "kind"), "APIGroup");
     assert_int_equal(json_array_size(json_object_get(a.json, "versions")), 2);
-    answer_done(&a);
+    cma_test_api_answer_done(&a);
 }
 
 static void test_cma_app_handle__metrics_wait_for_the_first_catalog(void **state)
@@ -347,52 +307,56 @@ static void test_cma_app_handle__metrics_wait_for_the_first_catalog(void **state
         "/apis/metrics.k8s.io/v1beta1/nodes/n1",
     };
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
-        expect_status(&fx->app, "GET", paths[i], 503,
-                      "metric discovery has not completed yet; try again shortly");
+        cma_test_api_expect_status(&fx->app, "GET", paths[i], 503,
+                                   "metric discovery has not completed yet; try again shortly");
 }
 
 static void test_cma_app_handle__version_openapi_and_unrouted(void **state)
 {
     struct app_fixture *fx = *state;
-    struct answer a = handle(&fx->app, "GET", "/version");
+    struct api_answer a = cma_test_api_request(&fx->app, "GET", "/version");
     assert_int_equal(a.status, 200);
-    assert_string_equal(str_at(a.json, "gitVersion"), "v" CMA_VERSION);
+    assert_string_equal(cma_test_api_str(a.json, "gitVersion"), "v" CMA_VERSION);
     assert_non_null(json_object_get(a.json, "platform"));
-    answer_done(&a);
-    expect_status(&fx->app, "GET", "/openapi/v2", 404, "does not serve an OpenAPI document");
-    expect_status(&fx->app, "GET", "/openapi/v3", 404, "does not serve an OpenAPI document");
-    expect_status(&fx->app, "GET", "/no/such/path", 404, "could not find the requested resource");
-    expect_status(&fx->app, "GET", "/apis/custom.metrics.k8s.io/v1beta1/no/such/path/at/all", 404,
-                  "could not find the requested resource");
+    cma_test_api_answer_done(&a);
+    cma_test_api_expect_status(&fx->app, "GET", "/openapi/v2", 404,
+                               "does not serve an OpenAPI document");
+    cma_test_api_expect_status(&fx->app, "GET", "/openapi/v3", 404,
+                               "does not serve an OpenAPI document");
+    cma_test_api_expect_status(&fx->app, "GET", "/no/such/path", 404,
+                               "could not find the requested resource");
+    cma_test_api_expect_status(&fx->app, "GET",
+                               "/apis/custom.metrics.k8s.io/v1beta1/no/such/path/at/all", 404,
+                               "could not find the requested resource");
 }
 
 static void test_cma_app_handle__health(void **state)
 {
     struct app_fixture *fx = *state;
-    struct answer a = handle(&fx->app, "GET", "/healthz");
+    struct api_answer a = cma_test_api_request(&fx->app, "GET", "/healthz");
     assert_int_equal(a.status, 200);
     assert_string_equal(a.text, "ok");
     assert_string_equal(a.content_type, "text/plain; charset=utf-8");
-    answer_done(&a);
+    cma_test_api_answer_done(&a);
     /* no discovery has run: readyz fails its discovery check, livez does not have it */
-    a = handle(&fx->app, "GET", "/readyz");
+    a = cma_test_api_request(&fx->app, "GET", "/readyz");
     assert_int_equal(a.status, 500);
     assert_non_null(strstr(a.text, "[-]metrics-discovery failed: reason withheld\n"));
     assert_non_null(strstr(a.text, "readyz check failed"));
-    answer_done(&a);
-    a = handle(&fx->app, "GET", "/livez");
+    cma_test_api_answer_done(&a);
+    a = cma_test_api_request(&fx->app, "GET", "/livez");
     assert_int_equal(a.status, 200);
-    answer_done(&a);
-    a = handle(&fx->app, "GET", "/readyz/ping");
+    cma_test_api_answer_done(&a);
+    a = cma_test_api_request(&fx->app, "GET", "/readyz/ping");
     assert_int_equal(a.status, 200);
     assert_string_equal(a.text, "ok");
-    answer_done(&a);
-    a = handle(&fx->app, "GET", "/readyz/metrics-discovery");
+    cma_test_api_answer_done(&a);
+    a = cma_test_api_request(&fx->app, "GET", "/readyz/metrics-discovery");
     assert_int_equal(a.status, 500);
-    answer_done(&a);
-    a = handle(&fx->app, "GET", "/livez/metrics-discovery");
+    cma_test_api_answer_done(&a);
+    a = cma_test_api_request(&fx->app, "GET", "/livez/metrics-discovery");
     assert_int_equal(a.status, 404);
-    answer_done(&a);
+    cma_test_api_answer_done(&a);
 }
 
 int main(void)

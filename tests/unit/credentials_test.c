@@ -1,10 +1,11 @@
-/* credentials_test.c: clients/credentials.c: the TLS material checks (CA bundles, certificate +
- * key pairs) on keys and certificates made here with OpenSSL; loading with the setting's label,
- * path and reason on every failure; rotation of token, password, CA and certificate + key files
- * (in-place rewrite, atomic symlink swap of a `..data` directory as a projected volume does,
- * half-done rotations refused once and the previous material kept); snapshots that outlive a
- * rotation; and the Prometheus client sending a rotated token and refusing broken material at
- * creation, against the shared fake HTTP server (fakehttp.h) standing in for Prometheus. */
+/* credentials_test.c: clients/credentials.c: the TLS material checks (clients/tlsmat.c: CA
+ * bundles, certificate + key pairs) on keys and certificates made here with OpenSSL; loading with
+ * the setting's label, path and reason on every failure; rotation of token, password, CA and
+ * certificate + key files (in-place rewrite, atomic symlink swap of a `..data` directory as a
+ * projected volume does, half-done rotations refused once and the previous material kept);
+ * snapshots that outlive a rotation; and the Prometheus client sending a rotated token and refusing
+ * broken material at creation, against the shared fake HTTP server (fakehttp.h) standing in for
+ * Prometheus. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -24,6 +25,7 @@
 
 #include "../../src/clients/internal.h"
 #include "cma/credentials.h"
+#include "cma/tlsmat.h"
 #include "cma/prom.h"
 #include "fakehttp.h"
 
@@ -102,7 +104,7 @@ static void put(const char *name, const char *text)
 
 /* ---- checks ------------------------------------------------------------------------------ */
 
-static void test_cma_creds_check_ca__bundles(void **state)
+static void test_cma_tlsmat_check_ca__bundles(void **state)
 {
     (void)state;
     char two[8192];
@@ -110,42 +112,42 @@ static void test_cma_creds_check_ca__bundles(void **state)
     size_t n = 0;
     struct cma_err err;
     cma_err_clear(&err);
-    assert_int_equal(cma_creds_check_ca(two, strlen(two), &n, &err), CMA_OK);
+    assert_int_equal(cma_tlsmat_check_ca(two, strlen(two), &n, &err), CMA_OK);
     assert_int_equal(n, 2);
     cma_err_clear(&err);
-    assert_int_equal(cma_creds_check_ca("garbage\n", 8, NULL, &err), CMA_ERR_TLS);
+    assert_int_equal(cma_tlsmat_check_ca("garbage\n", 8, NULL, &err), CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "no PEM certificate"));
     cma_err_clear(&err);
-    assert_int_equal(cma_creds_check_ca("", 0, NULL, &err), CMA_ERR_TLS);
+    assert_int_equal(cma_tlsmat_check_ca("", 0, NULL, &err), CMA_ERR_TLS);
     /* the second certificate cut in the middle: a half-written bundle */
     size_t cut = strlen(cert_a) + strlen(cert_b) / 2;
     cma_err_clear(&err);
-    assert_int_equal(cma_creds_check_ca(two + strlen("# a comment line\n"), cut, &n, &err),
+    assert_int_equal(cma_tlsmat_check_ca(two + strlen("# a comment line\n"), cut, &n, &err),
                      CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "does not parse"));
 }
 
-static void test_cma_creds_check_pair__match_mismatch_garbage(void **state)
+static void test_cma_tlsmat_check_pair__match_mismatch_garbage(void **state)
 {
     (void)state;
     struct cma_err err;
     cma_err_clear(&err);
-    assert_int_equal(cma_creds_check_pair(cert_a, strlen(cert_a), key_a, strlen(key_a), &err),
+    assert_int_equal(cma_tlsmat_check_pair(cert_a, strlen(cert_a), key_a, strlen(key_a), &err),
                      CMA_OK);
-    assert_int_equal(cma_creds_check_pair(cert_a, strlen(cert_a), key_b, strlen(key_b), &err),
+    assert_int_equal(cma_tlsmat_check_pair(cert_a, strlen(cert_a), key_b, strlen(key_b), &err),
                      CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "does not match"));
     cma_err_clear(&err);
-    assert_int_equal(cma_creds_check_pair(cert_a, strlen(cert_a), "x", 1, &err), CMA_ERR_TLS);
+    assert_int_equal(cma_tlsmat_check_pair(cert_a, strlen(cert_a), "x", 1, &err), CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "key: no unencrypted PEM private key"));
     cma_err_clear(&err);
-    assert_int_equal(cma_creds_check_pair(key_a, strlen(key_a), key_a, strlen(key_a), &err),
+    assert_int_equal(cma_tlsmat_check_pair(key_a, strlen(key_a), key_a, strlen(key_a), &err),
                      CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "certificate: no PEM certificate"));
     put("a.crt", cert_a);
     put("b.key", key_b);
     cma_err_clear(&err);
-    assert_int_equal(cma_creds_check_pair_files(path_of("a.crt"), path_of("b.key"), &err),
+    assert_int_equal(cma_tlsmat_check_pair_files(path_of("a.crt"), path_of("b.key"), &err),
                      CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, path_of("a.crt")));
     assert_non_null(strstr(err.msg, "does not match"));
@@ -516,8 +518,8 @@ static void test_cma_prom_new__auth_sources_and_precedence(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cma_creds_check_ca__bundles),
-        cmocka_unit_test(test_cma_creds_check_pair__match_mismatch_garbage),
+        cmocka_unit_test(test_cma_tlsmat_check_ca__bundles),
+        cmocka_unit_test(test_cma_tlsmat_check_pair__match_mismatch_garbage),
         cmocka_unit_test(test_cma_creds_new__fails_fast_with_label_path_reason),
         cmocka_unit_test(test_cma_creds_take__token_rewritten_in_place),
         cmocka_unit_test(test_cma_creds_take__settled_file_changed_by_signature),
