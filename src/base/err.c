@@ -44,12 +44,30 @@ static void one_line(char *s)
             *s = ' ';
 }
 
+/* A message that did not fit msg (`wanted` bytes long) says so at its end, after the last whole
+ * UTF-8 character that fits: "... [N more bytes]" (N: the bytes left out), so no log line is
+ * cut silently. */
+static void mark_cut(char *msg, size_t size, int wanted)
+{
+    if (wanted < 0 || (size_t)wanted < size)
+        return;
+    char mark[48];
+    /* The widest the mark can be (N <= wanted), then where it goes, then the exact N. */
+    int n = snprintf(mark, sizeof(mark), "... [%d more bytes]", wanted);
+    if (n < 0 || (size_t)n >= size)
+        return;
+    size_t at = size - 1 - (size_t)n;
+    while (at > 0 && ((unsigned char)msg[at] & 0xC0) == 0x80)
+        at--;
+    snprintf(msg + at, size - at, "... [%zu more bytes]", (size_t)wanted - at);
+}
+
 enum cma_errc cma_err_vset(struct cma_err *err, enum cma_errc code, const char *fmt, va_list ap)
 {
     if (!err || err->code != CMA_OK)
         return code;
     err->code = code;
-    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    mark_cut(err->msg, sizeof(err->msg), vsnprintf(err->msg, sizeof(err->msg), fmt, ap));
     one_line(err->msg);
     return code;
 }
@@ -96,7 +114,7 @@ void cma_err_prefix(struct cma_err *err, const char *fmt, ...)
     va_end(ap);
     char joined[2 * CMA_ERR_MSG_MAX];
     snprintf(joined, sizeof(joined), "%s%s", prefix, err->msg);
-    snprintf(err->msg, sizeof(err->msg), "%.*s", (int)(sizeof(err->msg) - 1), joined);
+    mark_cut(err->msg, sizeof(err->msg), snprintf(err->msg, sizeof(err->msg), "%s", joined));
     one_line(err->msg);
 }
 

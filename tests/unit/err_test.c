@@ -34,6 +34,38 @@ static void test_cma_err_prefix__adds_context(void **state)
     assert_string_equal(err.msg, "rule 3: no answer in time");
 }
 
+/* A message longer than CMA_ERR_MSG_MAX ends with how much was cut, never mid-character. */
+static void test_cma_err_set__long_message_says_it_was_cut(void **state)
+{
+    (void)state;
+    char long_text[2 * CMA_ERR_MSG_MAX];
+    size_t i = 0;
+    for (; i + 2 < sizeof(long_text) - 1; i += 2) {
+        long_text[i] = (char)0xC3; /* "é" in UTF-8, two bytes */
+        long_text[i + 1] = (char)0xA9;
+    }
+    long_text[i] = '\0';
+    struct cma_err err;
+    cma_err_clear(&err);
+    cma_err_set(&err, CMA_ERR_INTERNAL, "x%s", long_text);
+    size_t len = strlen(err.msg);
+    assert_true(len <= CMA_ERR_MSG_MAX - 1);
+    const char *mark = strstr(err.msg, "... [");
+    assert_non_null(mark);
+    /* What was kept plus what was cut is the whole message. */
+    size_t kept = (size_t)(mark - err.msg), cut = 0;
+    assert_int_equal(sscanf(mark, "... [%zu more bytes]", &cut), 1);
+    assert_int_equal(kept + cut, 1 + i);
+    /* The kept part ends on a whole character: an odd count of bytes after the "x". */
+    assert_int_equal((kept - 1) % 2, 0);
+
+    cma_err_clear(&err);
+    cma_err_set(&err, CMA_ERR_INTERNAL, "short");
+    cma_err_prefix(&err, "%s: ", long_text);
+    assert_non_null(strstr(err.msg, " more bytes]"));
+    assert_true(strlen(err.msg) <= CMA_ERR_MSG_MAX - 1);
+}
+
 static void test_cma_err_format_pos__file_line_column(void **state)
 {
     (void)state;
@@ -87,6 +119,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cma_err_set__first_error_wins),
         cmocka_unit_test(test_cma_err_prefix__adds_context),
+        cmocka_unit_test(test_cma_err_set__long_message_says_it_was_cut),
         cmocka_unit_test(test_cma_err_format_pos__file_line_column),
         cmocka_unit_test(test_cma_errc_http_status__table),
         cmocka_unit_test(test_docs_errors__lists_every_code),
