@@ -3,15 +3,22 @@
 #   1. installs missing Debian packages and the pinned kubectl/helm, builds build/ (RelWithDebInfo,
 #      gcc) and build-asan/ (Debug, clang, ASan+UBSan), all with -Werror
 #   2. the build matrix: Release, RelWithDebInfo and Debug with gcc and clang, warning-free
-#   3. style gates; unit tests (cmocka, via ctest) in both builds, fuzz-corpus replays included
+#   3. style gates; unit tests (cmocka, via ctest) in three builds, fuzz-corpus replays included
 #   4. config-error cases (exact "file:line:column: message")
 #   5. end-to-end tests against a real Prometheus, VictoriaMetrics, nginx, kubectl, helm, buildah
 #      and TLS, with the release binary, then again with the ASan build, and one under valgrind
 # Each unit test program and each script counts once. The last line is the only one of the form
 # "N passed, M failed" (per-script summaries say "checks: N ok, N not ok"); exits non-zero on any
 # failure.
+#
+# Steps run side by side, CMA_TEST_JOBS at a time (default 3; 1 runs them one after the other).
+# At most one "heavy" step (a build, clang-tidy, a ctest run: each uses every core) runs at once;
+# the other slots take end-to-end scripts, which mostly wait on servers. Scripts tagged
+# "# cost: high" in their header start first, so the longest ones do not end the run alone. Every
+# e2e script uses its own temp dir and free ports (tests/lib/common.sh), so they can share the
+# machine. A step's output is printed whole when it ends, never interleaved with another's.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 start=$SECONDS
 scripts/setup.sh --asan || {
   echo "setup failed (see the lines above); nothing was tested"
@@ -19,86 +26,164 @@ scripts/setup.sh --asan || {
   exit 1
 }
 
-passed=0
-failed=0
-failures=()
-# run NAME CMD...: one step that counts once.
-run() {
-  local name=$1 t0=$SECONDS rc
-  shift
-  echo "=== $name"
-  "$@"
-  rc=$?
-  if [ $rc -eq 0 ]; then
-    passed=$((passed + 1))
-    echo "--- ok: $name ($((SECONDS - t0)) s)"
-  else
-    failed=$((failed + 1))
-    failures+=("$name")
-    echo "--- FAILED: $name (exit $rc, $((SECONDS - t0)) s)"
-  fi
-}
-# unit NAME BUILD_DIR: ctest in BUILD_DIR; every test program counts once.
+jobs_max=${CMA_TEST_JOBS:-3}
+case $jobs_max in
+  '' | *[!0-9]* | 0)
+    echo "test.sh: CMA_TEST_JOBS must be a positive integer, not '$jobs_max'"
+    echo "0 passed, 1 failed"
+    exit 1
+    ;;
+esac
+logs=$(mktemp -d "${TMPDIR:-/tmp}/cma-test.XXXXXX") || exit 1
+trap 'rm -rf "$logs"' EXIT
+
+# unit DIR: ctest in DIR; writes "passed failed" (test programs) to $res, failure lines to $fail.
 unit() {
-  local name=$1 dir=$2 t0=$SECONDS log total bad
-  echo "=== $name"
-  log=$(mktemp)
+  local dir=$1 log total bad
+  log=$(mktemp "$logs/ctest.XXXXXX")
   ctest --test-dir "$dir" --output-on-failure -j2 >"$log" 2>&1
   total=$(sed -n 's/.*tests failed out of \([0-9][0-9]*\).*/\1/p' "$log")
   bad=$(sed -n 's/.* \([0-9][0-9]*\) tests failed out of.*/\1/p' "$log")
   if [ -z "$total" ] || [ "$total" -eq 0 ]; then
     cat "$log"
-    failed=$((failed + 1))
-    failures+=("$name: ctest ran no test")
-  else
-    grep -E '^ *[0-9]+/[0-9]+ Test' "$log" | grep -v ' Passed ' || true
-    sed -n '/The following tests FAILED/,$p' "$log"
-    [ "$bad" -eq 0 ] || sed -n '/Output from these tests/,$p;/\*\*\*Failed/,+40p' "$log" | head -200
-    passed=$((passed + total - bad))
-    failed=$((failed + bad))
-    [ "$bad" -eq 0 ] || failures+=("$name: $bad of $total programs")
-    echo "--- $name: $((total - bad)) of $total programs ok ($((SECONDS - t0)) s)"
+    echo "0 1" >"$res"
+    echo "ctest ran no test" >"$fail"
+    return 1
   fi
-  rm -f "$log"
+  grep -E '^ *[0-9]+/[0-9]+ Test' "$log" | grep -v ' Passed ' || true
+  sed -n '/The following tests FAILED/,$p' "$log"
+  [ "$bad" -eq 0 ] || sed -n '/Output from these tests/,$p;/\*\*\*Failed/,+40p' "$log" | head -200
+  echo "$((total - bad)) $bad" >"$res"
+  [ "$bad" -eq 0 ] || echo "$bad of $total programs" >"$fail"
+  echo "$((total - bad)) of $total programs ok"
+  [ "$bad" -eq 0 ]
 }
 # matrix BUILD_TYPE COMPILER: a warning-free -Werror build of everything (tests included).
 matrix() {
   local dir=build-matrix/$1-$2 log
-  log=$(mktemp)
+  log=$(mktemp "$logs/build.XXXXXX")
   if cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$1" -DCMAKE_C_COMPILER="$2" -DCMA_WERROR=ON \
     >"$log" 2>&1 && cmake --build "$dir" -j2 >>"$log" 2>&1; then
-    rm -f "$log"
-  else
-    grep -E 'warning|error' "$log" | head -30
-    rm -f "$log"
-    return 1
+    return 0
   fi
+  grep -E 'warning|error' "$log" | head -30
+  return 1
 }
 
+# The step table: name, class (heavy or light), the index of a step that must end first (or -),
+# and the command.
+names=() classes=() afters=() cmds=()
+# add NAME CLASS AFTER CMD...: queues a step; prints nothing. $last is its index.
+add() {
+  names+=("$1")
+  classes+=("$2")
+  afters+=("$3")
+  shift 3
+  cmds+=("$(printf '%q ' "$@")")
+  last=$((${#names[@]} - 1))
+}
+
+e2e_order() { # high-cost scripts first, then the rest, each group in name order
+  local t
+  for t in tests/e2e/test_*.sh; do grep -q '^# cost: high' "$t" && echo "$t"; done
+  for t in tests/e2e/test_*.sh; do grep -q '^# cost: high' "$t" || echo "$t"; done
+}
+add "style (clang-format, clang-tidy, symbols)" heavy - scripts/check-style.sh build
+add "structure (stage graph, function size and complexity)" light - scripts/check-structure.sh
+add "unit tests (RelWithDebInfo, gcc)" heavy - unit build
+add "unit tests (asan+ubsan, clang)" heavy - unit build-asan
+add "config errors" light - tests/config-errors/run.sh build/custom-metrics-adapter
 for bt in Release RelWithDebInfo Debug; do
   for cc in gcc clang; do
     # build/ (RelWithDebInfo, gcc) and build-asan/ (Debug, clang) are built by setup.sh
-    if [ "$bt-$cc" != RelWithDebInfo-gcc ]; then run "build $bt ($cc)" matrix "$bt" "$cc"; fi
+    [ "$bt-$cc" != RelWithDebInfo-gcc ] || continue
+    add "build $bt ($cc)" heavy - matrix "$bt" "$cc"
+    if [ "$bt-$cc" = Release-gcc ]; then
+      add "unit tests (Release, gcc)" heavy "$last" unit build-matrix/Release-gcc
+    fi
   done
 done
-run "style (clang-format, clang-tidy, symbols)" scripts/check-style.sh build
-run "structure (stage graph, function size and complexity)" scripts/check-structure.sh
-unit "unit tests (RelWithDebInfo, gcc)" build
-unit "unit tests (Release, gcc)" build-matrix/Release-gcc
-unit "unit tests (asan+ubsan, clang)" build-asan
-run "config errors" tests/config-errors/run.sh build/custom-metrics-adapter
-for t in tests/e2e/test_*.sh; do
-  [ -f "$t" ] || continue
-  run "e2e $(basename "$t" .sh)" env CMA_BIN=build/custom-metrics-adapter bash "$t"
-done
-for t in tests/e2e/test_*.sh; do
-  [ -f "$t" ] || continue
-  grep -q '^# asan: yes' "$t" || continue
-  run "e2e $(basename "$t" .sh) (asan)" env CMA_BIN=build-asan/custom-metrics-adapter bash "$t"
+while read -r t; do
+  add "e2e $(basename "$t" .sh)" light - env CMA_BIN=build/custom-metrics-adapter bash "$t"
+  if grep -q '^# asan: yes' "$t"; then
+    add "e2e $(basename "$t" .sh) (asan)" light - \
+      env CMA_BIN=build-asan/custom-metrics-adapter bash "$t"
+  fi
+done < <(e2e_order)
+
+# launch I: runs step I in the background; its output, result and failure text go to $logs/I.*.
+launch() {
+  local i=$1
+  (
+    res="$logs/$i.res" fail="$logs/$i.fail"
+    t0=$SECONDS
+    eval "${cmds[$i]}"
+    rc=$?
+    [ -s "$res" ] || { if [ $rc -eq 0 ]; then echo "1 0"; else echo "0 1"; fi; } >"$res"
+    echo "$rc $((SECONDS - t0))" >"$logs/$i.rc"
+  ) >"$logs/$i.out" 2>&1 &
+  pids[i]=$!
+}
+
+passed=0
+failed=0
+failures=()
+# collect I: prints step I's output and adds its counts.
+collect() {
+  local i=$1 rc secs p f
+  read -r rc secs <"$logs/$i.rc"
+  read -r p f <"$logs/$i.res"
+  passed=$((passed + p))
+  failed=$((failed + f))
+  echo "=== ${names[$i]}"
+  cat "$logs/$i.out"
+  if [ "$rc" -eq 0 ] && [ "$f" -eq 0 ]; then
+    echo "--- ok: ${names[$i]} ($secs s)"
+  else
+    if [ -s "$logs/$i.fail" ]; then
+      failures+=("${names[$i]}: $(cat "$logs/$i.fail")")
+    else
+      failures+=("${names[$i]}")
+    fi
+    echo "--- FAILED: ${names[$i]} (exit $rc, $secs s)"
+  fi
+}
+
+declare -A state=() # index -> running | finished (absent: waiting)
+pids=()
+n=${#names[@]}
+ndone=0
+while [ "$ndone" -lt "$n" ]; do
+  running=0 heavy=0
+  for i in "${!state[@]}"; do
+    [ "${state[$i]}" = running ] || continue
+    running=$((running + 1))
+    [ "${classes[$i]}" = heavy ] && heavy=$((heavy + 1))
+  done
+  for ((i = 0; i < n && running < jobs_max; i++)); do
+    [ -z "${state[$i]:-}" ] || continue
+    [ "${afters[$i]}" = - ] || [ "${state[${afters[$i]}]:-}" = finished ] || continue
+    if [ "${classes[$i]}" = heavy ]; then
+      [ "$heavy" -eq 0 ] || continue
+      heavy=1
+    fi
+    launch "$i"
+    state[$i]=running
+    running=$((running + 1))
+  done
+  wait -n 2>/dev/null
+  for i in "${!state[@]}"; do
+    if [ "${state[$i]}" = running ] && [ -e "$logs/$i.rc" ]; then
+      wait "${pids[$i]}" 2>/dev/null
+      collect "$i"
+      state[$i]=finished
+      ndone=$((ndone + 1))
+    fi
+  done
 done
 
 echo
 [ ${#failures[@]} -eq 0 ] || printf 'failed: %s\n' "${failures[@]}"
-echo "test.sh: $((SECONDS - start)) s in all"
+echo "test.sh: $((SECONDS - start)) s in all ($jobs_max steps at a time)"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

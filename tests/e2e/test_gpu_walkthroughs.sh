@@ -21,6 +21,7 @@
 # with honor_labels: false and true (tests/lib/exporters.sh). Expected values come from
 # expected.json or the raw files (tests/lib/exporters_oracle.py).
 # asan: yes
+# cost: high (about a minute alone: scripts/test.sh starts it early)
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh

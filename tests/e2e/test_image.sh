@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # test_image.sh: the container image (deploy/image/Containerfile), built and run offline. Debian's buildah builds it (--isolation chroot, --storage-driver vfs, a private storage root) from a base image imported from a debootstrap minbase tarball of bookworm (the machine's apt mirror; tarball and imported image cached in .cache/image/). Checks: size under the documented 40 MB bound; image config (USER 65532:65532, ENTRYPOINT); the exact file list (binary, /adapter, what the image's own loader resolves, CA bundle, passwd/group, nsswitch.conf, hosts), no shell, no package manager; a first argument "/adapter" ignored as the prometheus-community chart passes it; in the image as uid 65532 with a read-only root: EROFS on writes, --version, --check-config (good and bad), glibc name and user lookups, then the server with the chart's arguments as PID 1 against a real Prometheus and the fake kube-apiserver (in-cluster config): discovery and a value through kubectl and curl, only --cert-dir written, SIGTERM exit 0, and again as uid 10001.
+# cost: high (about a minute alone: scripts/test.sh starts it early)
 #
 # What the chroot stands in for: a container runtime (containerd/CRI-O with runc). None can start
 # containers on these machines (crun's setrlimit is refused), so the test does by hand what the

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # test_packs.sh: the rule packs (config/packs: dcgm.yaml, inference.yaml) against every fixture
+# cost: high (about a minute alone: scripts/test.sh starts it early)
 # of ../shared/fixtures/exporters (real dcgm-exporter, vLLM, TGI-style and Triton output), scraped
 # by a real Prometheus with honor_labels: true and with honor_labels: false (what stands in for
 # the cluster: tests/lib/fixture_scrape.py), read through the real kubectl. Expected values come

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # test_reliability_scripts.sh: the long-running reliability tools, briefly, so they keep working from a clean clone: scripts/fuzz.sh builds the fuzz targets with clang (build-fuzz/), fuzzes persist_fuzz for 5 s on a copy of tests/fuzz (--data-dir: the repo is not touched), merges what it found into the copy and reports no finding; with --seconds 0 it replays a regression input harmlessly; bench/soak.sh runs 16 s of mixed traffic (all kinds of request, good and bad) against the adapter under test, writes a CSV row every 2 s and gets every answer it expected. (The hour-long soak and the long fuzz runs are not part of the test command: docs/benchmarks.md.)
+# cost: high (about a minute alone: scripts/test.sh starts it early)
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh
