@@ -353,6 +353,16 @@ def render(results):
           ", everything else %s. File-backed pages of shared libraries are shared with every other process "
           "that maps the same library; VmRSS counts them in full all the same." % fmt(mib(rest), 2, " MiB"))
         w("")
+    floor_path = os.path.join(results, "idle", "lib_floor.md")
+    if os.path.exists(floor_path):
+        with open(floor_path, encoding="utf-8") as f:
+            floor = f.read().strip()
+        if floor:
+            w("The library floor (`bench/lib_floor.sh`, same run): a program that links what the adapter links "
+              "and calls nothing but `curl_global_init()`. The adapter cannot be smaller than its last row.")
+            w("")
+            w(floor)
+            w("")
     head = ["figure (relist 1 m unless said)"] + [DATASET_TITLE[k] for k in dsets]
     rows = []
 

@@ -308,6 +308,9 @@ sleep 15
 } | jq -s . >"$OUT/idle.json"
 for p in "${idle_pids[@]}"; do cma_stop "$p" 10; done
 say "idle: $(jq -c '[.[] | .rss_kb]' "$OUT/idle.json") kB"
+# The floor under the idle figure: the adapter's libraries alone, loaded and initialised.
+"$ROOT/bench/lib_floor.sh" >"$OUT/lib_floor.md" 2>"$OUT/lib_floor.err" ||
+  say "lib_floor.sh failed: $(tail -n 1 "$OUT/lib_floor.err")"
 
 # --- 2.-4. per dataset ----------------------------------------------------------------------------
 
