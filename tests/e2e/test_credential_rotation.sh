@@ -234,6 +234,13 @@ await() {
     sleep 0.2
   done
 }
+# served_after NAME ADAPTER...: every ADAPTER answered at least 3 loop requests after MARK NAME
+# (the verdict below checks the same; waiting for it, not for a fixed time, keeps a loaded machine
+# from failing the test: the loop's pace falls with the load).
+served_after() {
+  local a
+  for a in "${@:2}"; do [ "$(after_mark "$1" "$a")" -ge 3 ] || return 1; done
+}
 settle
 
 # 1. The bearer token files (A: the kubeconfig's tokenFile, C: --prometheus-token-file), rewritten
@@ -245,6 +252,7 @@ settle
 gateway TOKENS="token-two" C_TOKENS="c-token-two"
 mark token
 settle
+await served_after token A C
 # 2. Client certificate and key: a projected volume's atomic swap. For C the whole Secret moves to
 #    the new CAs' material: the client certificate of client-ca-2 and a CA bundle of both server
 #    CAs (the gateway still shows gateway-1's certificate). E's kube client certificate and key
@@ -267,6 +275,7 @@ gateway CLIENT_CAS="$PKI/client-ca-2.crt" K_CLIENT_CAS="$PKI/client-ca-2.crt"
 K_CERT_LINE=$(k_lines)
 mark client-certificate
 settle
+await served_after client-certificate A E
 await k_switched client-certificate "$K_CERT_LINE"
 # 3. The CA bundle: the gateway's certificate re-issued by a new CA; the bundle rewritten in place
 #    (both CAs while the gateway switches, then the new one only).
@@ -288,6 +297,7 @@ projected_write "$R/kube-ca" 2026_01_01_03_00_00.3 ca.crt="$PKI/server-ca-2.crt"
 settle 1
 mark ca
 settle
+await served_after ca A C E
 await k_switched ca "$K_CA_LINE"
 # 4. The basic-auth password file: a projected volume's atomic swap.
 gateway BASIC=either
@@ -296,6 +306,7 @@ settle
 gateway BASIC="htpasswd $PKI/htpasswd-2"
 mark password
 settle
+await served_after password B
 # 5. The kube client's tokenFile, rewritten in place; for D the in-cluster service-account token,
 #    a projected volume's atomic swap (the kubelet's rotation).
 t_eq "fake kube-apiserver: accept both kube tokens" 200 "$(kube_tokens kube-token-one,kube-token-two)"
@@ -308,6 +319,7 @@ t_eq "fake kube-apiserver: accept only kube-token-two" 200 "$(kube_tokens kube-t
 gateway D_TOKENS="sa-token-two"
 mark kube-token
 settle 3
+await served_after kube-token A D
 
 touch "$CMA_TMP/stop-loop"
 wait "$LOOP_PID"

@@ -6,8 +6,10 @@ cd "$(dirname "$0")/../.." || exit 1
 source tests/lib/common.sh
 
 gen_dcgm || exit 1
+# The allowed SubjectAccessReview stays cached for the whole test: with the kube API stopped the
+# test checks the pod cache, and a loaded machine can take more than the default 10 s to get there.
 if ! start_prometheus "$DCGM_DIR/dcgm.om" || ! start_fake_kube "$DCGM_DIR/pods.json" --watch ||
-  ! start_adapter config/gpu-dcgm.yaml; then
+  ! start_adapter config/gpu-dcgm.yaml --authorization-webhook-cache-authorized-ttl=10m; then
   t_fail "start Prometheus, fake kube-apiserver (--watch) and adapter"
   t_summary
   exit 1
