@@ -115,9 +115,13 @@ if [ "$keep" = 1 ]; then
   tail -f $KUBE_REQUEST_LOG      # what the adapter asked the fake kube-apiserver
 Press Ctrl-C to stop everything.
 EOF
-  while :; do
-    sleep 3600
-  done
+  # Wait on a background sleep, not a foreground one: a SIGTERM sent to this script alone (not
+  # to its process group, as Ctrl-C is) ends bash and runs common.sh's EXIT trap at once, but a
+  # foreground `sleep` would be left running; `wait` returns on the signal and the exit hook
+  # stops the sleep.
+  sleep infinity &
+  cma_on_exit "kill $! 2>/dev/null"
+  wait $!
 fi
 
 step "Stopping"

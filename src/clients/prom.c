@@ -387,93 +387,32 @@ static enum cma_errc apply_flags(const struct cma_prom_config *cfg, struct cma_c
     return CMA_OK;
 }
 
-/* For use_tls_server_name: the host and port of the parsed origin `u`; *skip unless https. */
-static enum cma_errc origin_parts(CURLU *u, char **host, char **port, bool *skip)
-{
-    char *scheme = NULL;
-    enum cma_errc rc = cma_clients_url_part(u, CURLUPART_SCHEME, &scheme);
-    if (rc == CMA_OK)
-        rc = cma_clients_url_part(u, CURLUPART_HOST, host);
-    if (rc == CMA_OK)
-        rc = cma_clients_url_part(u, CURLUPART_PORT, port);
-    *skip = !scheme || strcmp(scheme, "https") != 0 || !*host;
-    free(scheme);
-    return rc;
-}
-
-/* The origin of `u` with tls_name for host, without a trailing "/". */
-static enum cma_errc renamed_origin(CURLU *u, const char *tls_name, char **origin)
-{
-    char *full = NULL;
-    if (curl_url_set(u, CURLUPART_HOST, tls_name, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_URL, &full, 0) != CURLUE_OK || !full) {
-        curl_free(full);
-        return CMA_ERR_FLAG;
-    }
-    size_t len = strlen(full);
-    while (len > 0 && full[len - 1] == '/')
-        len--;
-    *origin = cma_strndup(full, len);
-    curl_free(full);
-    return *origin ? CMA_OK : CMA_ERR_NOMEM;
-}
-
-/* Sends the requests for `origin` (named tls_name) to host:port, with Host: host[:port]. */
-static enum cma_errc reroute(struct cma_prom *p, const char *tls_name, const char *host,
-                             const char *port, char **origin, struct cma_err *reterr)
-{
-    const char *to = port ? port : "443";
-    struct cma_buf entry, host_line;
-    cma_buf_init(&entry, 0);
-    cma_buf_init(&host_line, 0);
-    enum cma_errc rc = cma_buf_printf(&entry, "%s:%s:%s:%s", tls_name, to, host, to);
-    if (rc == CMA_OK)
-        rc = cma_buf_printf(&host_line, "Host: %s%s%s", host, port ? ":" : "", port ? port : "");
-    if (rc == CMA_OK)
-        rc = (p->tr.connect_to = curl_slist_append(NULL, cma_buf_str(&entry))) ? CMA_OK
-                                                                               : CMA_ERR_NOMEM;
-    if (rc == CMA_OK)
-        rc = add_header(&p->get_headers, cma_buf_str(&host_line), reterr);
-    if (rc == CMA_OK)
-        rc = add_header(&p->post_headers, cma_buf_str(&host_line), reterr);
-    if (rc == CMA_OK) {
-        free(p->origin);
-        p->origin = *origin;
-        *origin = NULL;
-    }
-    cma_buf_done(&entry);
-    cma_buf_done(&host_line);
-    return rc;
-}
-
-/* The kubeconfig's tls-server-name, as client-go's ServerName: for https, the connection still
- * goes to the URL's host and port (CURLOPT_CONNECT_TO) but the TLS server name asked for (SNI)
- * and checked in the certificate is tls_name (the host curl sees in the URL), and the Host
- * header keeps the URL's host. Ignored for http://, as in Go. */
+/* The kubeconfig's tls-server-name, as client-go's ServerName (tls_route.c): for https, the
+ * connection still goes to the URL's host and port (CURLOPT_CONNECT_TO) but the TLS server name
+ * asked for (SNI) and checked in the certificate is tls_name (the host curl sees in the URL), and
+ * the Host header keeps the URL's host. Ignored for http://, as in Go. */
 static enum cma_errc use_tls_server_name(struct cma_prom *p, const char *tls_name,
                                          struct cma_err *reterr)
 {
-    if (!tls_name || !tls_name[0])
+    if (!tls_name || !tls_name[0] || strncmp(p->origin, "https://", 8) != 0)
         return CMA_OK;
-    CURLU *u = curl_url();
-    if (!u)
-        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-    char *host = NULL, *port = NULL, *origin = NULL;
-    bool skip = false;
-    enum cma_errc rc = curl_url_set(u, CURLUPART_URL, p->origin, 0) == CURLUE_OK
-                           ? origin_parts(u, &host, &port, &skip)
-                           : CMA_ERR_FLAG;
-    if (rc == CMA_OK && !skip)
-        rc = renamed_origin(u, tls_name, &origin);
-    if (rc == CMA_OK && !skip)
-        rc = reroute(p, tls_name, host, port, &origin, reterr);
-    free(host);
-    free(port);
-    free(origin);
-    curl_url_cleanup(u);
-    if (rc == CMA_ERR_FLAG)
-        return cma_err_set(reterr, rc, "--prometheus-auth-config: invalid tls-server-name \"%s\"",
-                           tls_name);
+    struct cma_tls_route r;
+    enum cma_errc rc = cma_clients_tls_route(p->origin, tls_name, &r);
+    if (rc == CMA_OK && !(p->tr.connect_to = curl_slist_append(NULL, r.connect_to)))
+        rc = CMA_ERR_NOMEM;
+    if (rc == CMA_OK)
+        rc = add_header(&p->get_headers, r.host_line, reterr);
+    if (rc == CMA_OK)
+        rc = add_header(&p->post_headers, r.host_line, reterr);
+    if (rc == CMA_OK) {
+        free(p->origin);
+        p->origin = r.url;
+        r.url = NULL;
+    }
+    cma_tls_route_done(&r);
+    if (rc == CMA_ERR_CONFIG_VALUE)
+        return cma_err_set(reterr, CMA_ERR_FLAG,
+                           "--prometheus-auth-config: invalid tls-server-name \"%s\"", tls_name);
     if (rc != CMA_OK)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     return CMA_OK;

@@ -1,6 +1,8 @@
 /* prom_envelope.c: the part of Prometheus' HTTP API answers that /api/v1/series and
  * /api/v1/query share — the {"status", "errorType", "error", "data"} envelope — and the yajl
- * driving that both streamed decoders need: slicing the input, stopping at the first failure
+ * driving that both streamed decoders need: one callback table that marks every event, skips the
+ * values a decoder is not interested in (nesting capped) and hands it the rest as three kinds of
+ * event (a value begins, a key, a container ends); slicing the input, stopping at the first failure
  * (a callback's or yajl's own, without yajl's multi-line context dump), and refusing a value that
  * runs for more than MAX_BYTES_WITHOUT_EVENT without ending, so a hostile backend cannot make a
  * decoder buffer without bound. The decoders (series_stream.c, query_stream.c) keep only what
@@ -14,14 +16,111 @@
 
 #define FEED_SLICE ((size_t)64 << 10)
 #define MAX_BYTES_WITHOUT_EVENT ((size_t)2 << 20)
+#define SKIP_MAX_DEPTH 64
 
-enum cma_errc cma_prom_envelope_init(struct cma_prom_envelope *e, const yajl_callbacks *callbacks,
-                                     void *ctx, const char *what, const char *bad_json)
+/* ---- yajl's events ----------------------------------------------------------------------- */
+
+static int value_begins(void *ctx, enum cma_json_kind k, const unsigned char *s, size_t len)
+{
+    struct cma_prom_envelope *e = ctx;
+    e->event_seen = true;
+    if (e->skip_depth == 0)
+        return e->events->begin(e->ctx, k, s, len);
+    if ((k == CMA_JSON_MAP || k == CMA_JSON_ARRAY) && ++e->skip_depth > SKIP_MAX_DEPTH)
+        return cma_prom_envelope_fail(e, CMA_ERR_BACKEND_RESPONSE, "%svalues nested over %d deep",
+                                      e->bad_json, SKIP_MAX_DEPTH);
+    return 1;
+}
+
+static int container_ends(void *ctx, bool map)
+{
+    struct cma_prom_envelope *e = ctx;
+    e->event_seen = true;
+    if (e->skip_depth == 0)
+        return e->events->end(e->ctx, map);
+    e->skip_depth--;
+    return 1;
+}
+
+static int on_null(void *ctx)
+{
+    return value_begins(ctx, CMA_JSON_NULL, NULL, 0);
+}
+
+static int on_boolean(void *ctx, int value)
+{
+    (void)value;
+    return value_begins(ctx, CMA_JSON_BOOL, NULL, 0);
+}
+
+static int on_number(void *ctx, const char *s, size_t len)
+{
+    return value_begins(ctx, CMA_JSON_NUMBER, (const unsigned char *)s, len);
+}
+
+static int on_string(void *ctx, const unsigned char *s, size_t len)
+{
+    return value_begins(ctx, CMA_JSON_STRING, s, len);
+}
+
+static int on_start_map(void *ctx)
+{
+    return value_begins(ctx, CMA_JSON_MAP, NULL, 0);
+}
+
+static int on_start_array(void *ctx)
+{
+    return value_begins(ctx, CMA_JSON_ARRAY, NULL, 0);
+}
+
+static int on_map_key(void *ctx, const unsigned char *s, size_t len)
+{
+    struct cma_prom_envelope *e = ctx;
+    e->event_seen = true;
+    return e->skip_depth > 0 ? 1 : e->events->key(e->ctx, s, len);
+}
+
+static int on_end_map(void *ctx)
+{
+    return container_ends(ctx, true);
+}
+
+static int on_end_array(void *ctx)
+{
+    return container_ends(ctx, false);
+}
+
+static const yajl_callbacks callbacks = {
+    .yajl_null = on_null,
+    .yajl_boolean = on_boolean,
+    .yajl_number = on_number,
+    .yajl_string = on_string,
+    .yajl_start_map = on_start_map,
+    .yajl_map_key = on_map_key,
+    .yajl_end_map = on_end_map,
+    .yajl_start_array = on_start_array,
+    .yajl_end_array = on_end_array,
+};
+
+int cma_prom_envelope_skip(struct cma_prom_envelope *e, enum cma_json_kind k)
+{
+    if (k == CMA_JSON_MAP || k == CMA_JSON_ARRAY)
+        e->skip_depth = 1;
+    return 1;
+}
+
+/* ---- the envelope ------------------------------------------------------------------------ */
+
+enum cma_errc cma_prom_envelope_init(struct cma_prom_envelope *e,
+                                     const struct cma_prom_events *events, void *ctx,
+                                     const char *what, const char *bad_json)
 {
     memset(e, 0, sizeof(*e));
+    e->events = events;
+    e->ctx = ctx;
     e->what = what;
     e->bad_json = bad_json;
-    e->yajl = yajl_alloc(callbacks, NULL, ctx);
+    e->yajl = yajl_alloc(&callbacks, NULL, e);
     return e->yajl ? CMA_OK : CMA_ERR_NOMEM;
 }
 

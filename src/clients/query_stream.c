@@ -35,7 +35,6 @@
 
 #define ITEM_MAX_BYTES ((size_t)1 << 20)
 #define ITEM_MAX_LABELS 1000
-#define SKIP_MAX_DEPTH 64
 #define BAD_JSON "unexpected JSON from prometheus: "
 #define BUDGET_FLAG "--prometheus-max-bytes-in-flight"
 
@@ -72,7 +71,6 @@ struct cma_query_parser {
     enum root_key root_key;
     enum data_key data_key;
     enum item_key item_key;
-    unsigned skip_depth;           /* > 0 while skipping a value of an unknown key */
     unsigned seen_root, seen_data; /* bit sets of the keys met, for duplicates */
     /* data */
     bool have_data, have_result;
@@ -533,35 +531,31 @@ static int root_string(struct cma_query_parser *qp, const unsigned char *s, size
 /* ---- yajl events ------------------------------------------------------------------------- */
 
 /* What kind of value begins. */
-enum kind { K_SCALAR, K_NUMBER, K_STRING, K_MAP, K_ARRAY };
-
-static int skip(struct cma_query_parser *qp, enum kind k)
+static int skip(struct cma_query_parser *qp, enum cma_json_kind k)
 {
-    if (k == K_MAP || k == K_ARRAY)
-        qp->skip_depth = 1;
-    return 1;
+    return cma_prom_envelope_skip(&qp->env, k);
 }
 
-static int begin_in_root(struct cma_query_parser *qp, enum kind k, const unsigned char *s,
+static int begin_in_root(struct cma_query_parser *qp, enum cma_json_kind k, const unsigned char *s,
                          size_t len)
 {
     switch (qp->root_key) {
     case RK_DATA:
-        if (k != K_MAP)
+        if (k != CMA_JSON_MAP)
             return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
                                           BAD_JSON "data is not an object");
         qp->have_data = true;
         qp->where = W_DATA;
         return 1;
     case RK_STATUS:
-        if (k != K_STRING) {
+        if (k != CMA_JSON_STRING) {
             qp->env.status_bad = true;
             return skip(qp, k);
         }
         return root_string(qp, s, len);
     case RK_ERROR_TYPE:
     case RK_ERROR:
-        return k == K_STRING ? root_string(qp, s, len) : skip(qp, k);
+        return k == CMA_JSON_STRING ? root_string(qp, s, len) : skip(qp, k);
     case RK_OTHER:
         break;
     }
@@ -579,11 +573,11 @@ static bool type_is_point(const struct cma_query_parser *qp)
     return qp->have_type && (qp->type == CMA_PROM_SCALAR || qp->type == CMA_PROM_STRING);
 }
 
-static int begin_in_data(struct cma_query_parser *qp, enum kind k, const unsigned char *s,
+static int begin_in_data(struct cma_query_parser *qp, enum cma_json_kind k, const unsigned char *s,
                          size_t len)
 {
     if (qp->data_key == DK_RESULT_TYPE) {
-        if (k != K_STRING)
+        if (k != CMA_JSON_STRING)
             return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
                                           BAD_JSON "data.resultType is missing or not a string");
         set_result_type(qp, s, len);
@@ -591,7 +585,7 @@ static int begin_in_data(struct cma_query_parser *qp, enum kind k, const unsigne
     }
     if (qp->data_key == DK_OTHER)
         return skip(qp, k);
-    if (k != K_ARRAY)
+    if (k != CMA_JSON_ARRAY)
         return fail_result_shape(qp);
     qp->have_result = true;
     if (type_is_point(qp)) {
@@ -605,28 +599,30 @@ static int begin_in_data(struct cma_query_parser *qp, enum kind k, const unsigne
 
 /* An element of data.result (series objects, or the first element of a point while resultType
  * is still unknown). */
-static int begin_in_result(struct cma_query_parser *qp, enum kind k, const unsigned char *s,
-                           size_t len)
+static int begin_in_result(struct cma_query_parser *qp, enum cma_json_kind k,
+                           const unsigned char *s, size_t len)
 {
-    if (qp->shape == SHAPE_NONE && !qp->have_type && (k == K_NUMBER || k == K_STRING)) {
+    if (qp->shape == SHAPE_NONE && !qp->have_type &&
+        (k == CMA_JSON_NUMBER || k == CMA_JSON_STRING)) {
         qp->shape = SHAPE_POINT;
         point_start(qp, PT_RESULT);
-        return k == K_NUMBER ? point_number(qp, (const char *)s, len) : point_string(qp, s, len);
+        return k == CMA_JSON_NUMBER ? point_number(qp, (const char *)s, len)
+                                    : point_string(qp, s, len);
     }
-    if (k != K_MAP)
+    if (k != CMA_JSON_MAP)
         return fail_not_object(qp);
     qp->shape = SHAPE_SERIES;
     start_item(qp);
     return 1;
 }
 
-static int begin_in_item(struct cma_query_parser *qp, enum kind k)
+static int begin_in_item(struct cma_query_parser *qp, enum cma_json_kind k)
 {
     bool matrix = qp->have_type && qp->type == CMA_PROM_MATRIX;
     bool vector = qp->have_type && qp->type == CMA_PROM_VECTOR;
     switch (qp->item_key) {
     case IK_METRIC:
-        if (k != K_MAP)
+        if (k != CMA_JSON_MAP)
             return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
                                           BAD_JSON "data.result[%zu].metric is not an object",
                                           qp->index);
@@ -635,7 +631,7 @@ static int begin_in_item(struct cma_query_parser *qp, enum kind k)
     case IK_VALUE:
         if (matrix)
             return skip(qp, k);
-        if (k != K_ARRAY)
+        if (k != CMA_JSON_ARRAY)
             return cma_prom_envelope_fail(
                 &qp->env, CMA_ERR_BACKEND_RESPONSE,
                 BAD_JSON "data.result[%zu].value is not a [time, \"value\"] pair", qp->index);
@@ -644,7 +640,7 @@ static int begin_in_item(struct cma_query_parser *qp, enum kind k)
     case IK_VALUES:
         if (vector)
             return skip(qp, k);
-        if (k != K_ARRAY)
+        if (k != CMA_JSON_ARRAY)
             return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
                                           BAD_JSON "data.result[%zu].values is not an array",
                                           qp->index);
@@ -658,18 +654,12 @@ static int begin_in_item(struct cma_query_parser *qp, enum kind k)
 }
 
 /* A value begins (scalar or container); s/len hold a scalar's text. */
-static int begin_value(struct cma_query_parser *qp, enum kind k, const unsigned char *s, size_t len)
+static int begin_value(void *ctx, enum cma_json_kind k, const unsigned char *s, size_t len)
 {
-    qp->env.event_seen = true;
-    if (qp->skip_depth > 0) {
-        if ((k == K_MAP || k == K_ARRAY) && ++qp->skip_depth > SKIP_MAX_DEPTH)
-            return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
-                                          BAD_JSON "values nested over %d deep", SKIP_MAX_DEPTH);
-        return 1;
-    }
+    struct cma_query_parser *qp = ctx;
     switch (qp->where) {
     case W_TOP:
-        if (k != K_MAP)
+        if (k != CMA_JSON_MAP)
             return cma_prom_envelope_fail(&qp->env, CMA_ERR_BACKEND_RESPONSE,
                                           BAD_JSON "the answer is not an object");
         qp->where = W_ROOT;
@@ -683,9 +673,9 @@ static int begin_value(struct cma_query_parser *qp, enum kind k, const unsigned 
     case W_ITEM:
         return begin_in_item(qp, k);
     case W_METRIC:
-        return k == K_STRING ? metric_value(qp, s, len) : fail_metric_not_string(qp);
+        return k == CMA_JSON_STRING ? metric_value(qp, s, len) : fail_metric_not_string(qp);
     case W_VALUES:
-        if (k != K_ARRAY)
+        if (k != CMA_JSON_ARRAY)
             return cma_prom_envelope_fail(
                 &qp->env, CMA_ERR_BACKEND_RESPONSE,
                 BAD_JSON "data.result[%zu].values[%zu] is not a [time, \"value\"] pair", qp->index,
@@ -693,9 +683,9 @@ static int begin_value(struct cma_query_parser *qp, enum kind k, const unsigned 
         point_start(qp, PT_VALUES);
         return 1;
     case W_POINT:
-        if (k == K_NUMBER)
+        if (k == CMA_JSON_NUMBER)
             return point_number(qp, (const char *)s, len);
-        return k == K_STRING ? point_string(qp, s, len) : fail_point(qp);
+        return k == CMA_JSON_STRING ? point_string(qp, s, len) : fail_point(qp);
     case W_END:
         break;
     }
@@ -725,9 +715,6 @@ static bool key_is(const unsigned char *s, size_t len, const char *name)
 static int on_map_key(void *ctx, const unsigned char *s, size_t len)
 {
     struct cma_query_parser *qp = ctx;
-    qp->env.event_seen = true;
-    if (qp->skip_depth > 0)
-        return 1;
     switch (qp->where) {
     case W_ROOT:
         qp->root_key = key_is(s, len, "status")      ? RK_STATUS
@@ -782,14 +769,8 @@ static int end_point(struct cma_query_parser *qp)
     return 1;
 }
 
-static int on_end_map(void *ctx)
+static int end_map(struct cma_query_parser *qp)
 {
-    struct cma_query_parser *qp = ctx;
-    qp->env.event_seen = true;
-    if (qp->skip_depth > 0) {
-        qp->skip_depth--;
-        return 1;
-    }
     switch (qp->where) {
     case W_METRIC:
         qp->where = W_ITEM;
@@ -806,14 +787,8 @@ static int on_end_map(void *ctx)
     }
 }
 
-static int on_end_array(void *ctx)
+static int end_array(struct cma_query_parser *qp)
 {
-    struct cma_query_parser *qp = ctx;
-    qp->env.event_seen = true;
-    if (qp->skip_depth > 0) {
-        qp->skip_depth--;
-        return 1;
-    }
     switch (qp->where) {
     case W_POINT:
         return end_point(qp);
@@ -826,48 +801,12 @@ static int on_end_array(void *ctx)
     }
 }
 
-static int on_null(void *ctx)
+static int on_end(void *ctx, bool map)
 {
-    return begin_value(ctx, K_SCALAR, NULL, 0);
+    return map ? end_map(ctx) : end_array(ctx);
 }
 
-static int on_boolean(void *ctx, int value)
-{
-    (void)value;
-    return begin_value(ctx, K_SCALAR, NULL, 0);
-}
-
-static int on_number(void *ctx, const char *s, size_t len)
-{
-    return begin_value(ctx, K_NUMBER, (const unsigned char *)s, len);
-}
-
-static int on_string(void *ctx, const unsigned char *s, size_t len)
-{
-    return begin_value(ctx, K_STRING, s, len);
-}
-
-static int on_start_map(void *ctx)
-{
-    return begin_value(ctx, K_MAP, NULL, 0);
-}
-
-static int on_start_array(void *ctx)
-{
-    return begin_value(ctx, K_ARRAY, NULL, 0);
-}
-
-static const yajl_callbacks callbacks = {
-    .yajl_null = on_null,
-    .yajl_boolean = on_boolean,
-    .yajl_number = on_number,
-    .yajl_string = on_string,
-    .yajl_start_map = on_start_map,
-    .yajl_map_key = on_map_key,
-    .yajl_end_map = on_end_map,
-    .yajl_start_array = on_start_array,
-    .yajl_end_array = on_end_array,
-};
+static const struct cma_prom_events events = {begin_value, on_map_key, on_end};
 
 /* ---- the public face --------------------------------------------------------------------- */
 
@@ -881,7 +820,7 @@ enum cma_errc cma_query_parser_new(cma_sample_keep_fn keep, void *keep_ctx,
     qp->keep_ctx = keep_ctx;
     qp->budget = budget;
     cma_buf_init(&qp->scratch, ITEM_MAX_BYTES);
-    if (cma_prom_envelope_init(&qp->env, &callbacks, qp, "query decoder", BAD_JSON) != CMA_OK) {
+    if (cma_prom_envelope_init(&qp->env, &events, qp, "query decoder", BAD_JSON) != CMA_OK) {
         free(qp);
         return CMA_ERR_NOMEM;
     }

@@ -27,7 +27,6 @@
 
 #define SERIES_MAX_BYTES ((size_t)1 << 20)
 #define SERIES_MAX_LABELS 1000
-#define SKIP_MAX_DEPTH 64
 #define BAD_JSON "unexpected JSON from prometheus /api/v1/series: "
 
 enum where { W_TOP, W_ROOT, W_DATA, W_SERIES, W_END };
@@ -44,7 +43,6 @@ struct cma_series_parser {
     void *ctx;
     enum where where;
     enum root_key key;
-    unsigned skip_depth; /* > 0 while skipping a nested value of an unknown key */
     enum data_state data;
     /* the series object being read */
     struct cma_buf scratch;
@@ -82,9 +80,6 @@ static int fail_scratch(struct cma_series_parser *sp, enum cma_errc rc)
 /* A scalar (null, bool, number) anywhere. */
 static int on_scalar(struct cma_series_parser *sp, bool is_null)
 {
-    sp->env.event_seen = true;
-    if (sp->skip_depth > 0)
-        return 1;
     switch (sp->where) {
     case W_TOP:
         return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
@@ -114,30 +109,8 @@ static int on_scalar(struct cma_series_parser *sp, bool is_null)
                                   BAD_JSON "a value after the end of the answer");
 }
 
-static int on_null(void *ctx)
+static int on_string(struct cma_series_parser *sp, const unsigned char *s, size_t len)
 {
-    return on_scalar(ctx, true);
-}
-
-static int on_boolean(void *ctx, int value)
-{
-    (void)value;
-    return on_scalar(ctx, false);
-}
-
-static int on_number(void *ctx, const char *s, size_t len)
-{
-    (void)s;
-    (void)len;
-    return on_scalar(ctx, false);
-}
-
-static int on_string(void *ctx, const unsigned char *s, size_t len)
-{
-    struct cma_series_parser *sp = ctx;
-    sp->env.event_seen = true;
-    if (sp->skip_depth > 0)
-        return 1;
     switch (sp->where) {
     case W_ROOT:
         switch (sp->key) {
@@ -183,22 +156,8 @@ static int on_string(void *ctx, const unsigned char *s, size_t len)
                                   BAD_JSON "a value after the end of the answer");
 }
 
-static int start_skip(struct cma_series_parser *sp)
+static int on_start_map(struct cma_series_parser *sp)
 {
-    sp->skip_depth = 1;
-    return 1;
-}
-
-static int on_start_map(void *ctx)
-{
-    struct cma_series_parser *sp = ctx;
-    sp->env.event_seen = true;
-    if (sp->skip_depth > 0) {
-        if (++sp->skip_depth > SKIP_MAX_DEPTH)
-            return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
-                                          BAD_JSON "values nested over %d deep", SKIP_MAX_DEPTH);
-        return 1;
-    }
     switch (sp->where) {
     case W_TOP:
         sp->where = W_ROOT;
@@ -210,7 +169,7 @@ static int on_start_map(void *ctx)
         if (sp->key == K_STATUS)
             return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
                                           BAD_JSON "status is not a string");
-        return start_skip(sp);
+        return cma_prom_envelope_skip(&sp->env, CMA_JSON_MAP);
     case W_DATA:
         sp->where = W_SERIES;
         sp->n_entries = 0;
@@ -225,16 +184,8 @@ static int on_start_map(void *ctx)
                                   BAD_JSON "a value after the end of the answer");
 }
 
-static int on_start_array(void *ctx)
+static int on_start_array(struct cma_series_parser *sp)
 {
-    struct cma_series_parser *sp = ctx;
-    sp->env.event_seen = true;
-    if (sp->skip_depth > 0) {
-        if (++sp->skip_depth > SKIP_MAX_DEPTH)
-            return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
-                                          BAD_JSON "values nested over %d deep", SKIP_MAX_DEPTH);
-        return 1;
-    }
     switch (sp->where) {
     case W_TOP:
         return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
@@ -248,7 +199,7 @@ static int on_start_array(void *ctx)
         if (sp->key == K_STATUS)
             return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
                                           BAD_JSON "status is not a string");
-        return start_skip(sp);
+        return cma_prom_envelope_skip(&sp->env, CMA_JSON_ARRAY);
     case W_DATA:
         return cma_prom_envelope_fail(&sp->env, CMA_ERR_BACKEND_RESPONSE,
                                       BAD_JSON "data[%zu] is not an object", sp->index);
@@ -264,9 +215,6 @@ static int on_start_array(void *ctx)
 static int on_map_key(void *ctx, const unsigned char *s, size_t len)
 {
     struct cma_series_parser *sp = ctx;
-    sp->env.event_seen = true;
-    if (sp->skip_depth > 0)
-        return 1;
     if (sp->where == W_ROOT) {
         if (len == 6 && memcmp(s, "status", 6) == 0)
             sp->key = K_STATUS;
@@ -341,47 +289,41 @@ static int emit_series(struct cma_series_parser *sp)
     return 1;
 }
 
-static int on_end_map(void *ctx)
+static int on_end(void *ctx, bool map)
 {
     struct cma_series_parser *sp = ctx;
-    sp->env.event_seen = true;
-    if (sp->skip_depth > 0) {
-        sp->skip_depth--;
-        return 1;
-    }
-    if (sp->where == W_SERIES) {
+    if (map && sp->where == W_SERIES) {
         sp->where = W_DATA;
         int ok = emit_series(sp);
         sp->index++;
         return ok;
     }
-    sp->where = W_END; /* W_ROOT: yajl only calls end_map where a map is open */
+    /* the other map is the answer (W_ROOT: yajl only calls end_map where a map is open), the
+     * only array not skipped is data (W_DATA) */
+    sp->where = map ? W_END : W_ROOT;
     return 1;
 }
 
-static int on_end_array(void *ctx)
+/* A value begins outside a skipped one. */
+static int on_begin(void *ctx, enum cma_json_kind k, const unsigned char *s, size_t len)
 {
     struct cma_series_parser *sp = ctx;
-    sp->env.event_seen = true;
-    if (sp->skip_depth > 0) {
-        sp->skip_depth--;
-        return 1;
+    switch (k) {
+    case CMA_JSON_STRING:
+        return on_string(sp, s, len);
+    case CMA_JSON_MAP:
+        return on_start_map(sp);
+    case CMA_JSON_ARRAY:
+        return on_start_array(sp);
+    case CMA_JSON_NULL:
+    case CMA_JSON_BOOL:
+    case CMA_JSON_NUMBER:
+        break;
     }
-    sp->where = W_ROOT; /* W_DATA: the only array not skipped */
-    return 1;
+    return on_scalar(sp, k == CMA_JSON_NULL);
 }
 
-static const yajl_callbacks callbacks = {
-    .yajl_null = on_null,
-    .yajl_boolean = on_boolean,
-    .yajl_number = on_number,
-    .yajl_string = on_string,
-    .yajl_start_map = on_start_map,
-    .yajl_map_key = on_map_key,
-    .yajl_end_map = on_end_map,
-    .yajl_start_array = on_start_array,
-    .yajl_end_array = on_end_array,
-};
+static const struct cma_prom_events events = {on_begin, on_map_key, on_end};
 
 enum cma_errc cma_series_parser_new(cma_series_fn fn, void *ctx, struct cma_series_parser **ret)
 {
@@ -391,7 +333,7 @@ enum cma_errc cma_series_parser_new(cma_series_fn fn, void *ctx, struct cma_seri
     sp->fn = fn;
     sp->ctx = ctx;
     cma_buf_init(&sp->scratch, SERIES_MAX_BYTES);
-    if (cma_prom_envelope_init(&sp->env, &callbacks, sp, "series parser", BAD_JSON) != CMA_OK) {
+    if (cma_prom_envelope_init(&sp->env, &events, sp, "series parser", BAD_JSON) != CMA_OK) {
         free(sp);
         return CMA_ERR_NOMEM;
     }

@@ -82,18 +82,27 @@ static bool pem_end_only(void)
     return e == 0 || (ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE);
 }
 
+/* What both readers start with: a clear error queue and a read-only memory BIO over the PEM
+ * text (the caller frees it). */
+static enum cma_errc pem_bio(const char *pem, size_t len, BIO **ret, struct cma_err *reterr)
+{
+    ERR_clear_error();
+    if (len > INT32_MAX)
+        return cma_err_set(reterr, CMA_ERR_TLS, "too large for a PEM file");
+    *ret = BIO_new_mem_buf(pem, (int)len);
+    return *ret ? CMA_OK : ossl_fail(reterr, "out of memory");
+}
+
 /* Hands every certificate of a PEM text that parses, in order, to take (which owns it and
  * says whether it counts); stops at the first block that does not parse. *ret_n: counted. */
 static enum cma_errc each_cert(const char *pem, size_t len, bool (*take)(X509 *x, void *ctx),
                                void *ctx, size_t *ret_n, struct cma_err *reterr)
 {
-    ERR_clear_error();
     *ret_n = 0;
-    if (len > INT32_MAX)
-        return cma_err_set(reterr, CMA_ERR_TLS, "too large for a PEM file");
-    BIO *bio = BIO_new_mem_buf(pem, (int)len);
-    if (!bio)
-        return ossl_fail(reterr, "out of memory");
+    BIO *bio = NULL;
+    enum cma_errc rc = pem_bio(pem, len, &bio, reterr);
+    if (rc != CMA_OK)
+        return rc;
     for (X509 *x; (x = PEM_read_bio_X509(bio, NULL, no_password, NULL)) != NULL;)
         if (take(x, ctx))
             (*ret_n)++;
@@ -137,12 +146,10 @@ static enum cma_errc read_certs(const char *pem, size_t len, X509 **ret_first, s
 
 static enum cma_errc read_key(const char *pem, size_t len, EVP_PKEY **ret, struct cma_err *reterr)
 {
-    ERR_clear_error();
-    if (len > INT32_MAX)
-        return cma_err_set(reterr, CMA_ERR_TLS, "too large for a PEM file");
-    BIO *bio = BIO_new_mem_buf(pem, (int)len);
-    if (!bio)
-        return ossl_fail(reterr, "out of memory");
+    BIO *bio = NULL;
+    enum cma_errc rc = pem_bio(pem, len, &bio, reterr);
+    if (rc != CMA_OK)
+        return rc;
     EVP_PKEY *key = PEM_read_bio_PrivateKey(bio, NULL, no_password, NULL);
     BIO_free(bio);
     if (!key)

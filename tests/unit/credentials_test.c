@@ -1,5 +1,6 @@
 /* credentials_test.c: clients/credentials.c: the TLS material checks (clients/tlsmat.c: CA
- * bundles, certificate + key pairs) on keys and certificates made here with OpenSSL; loading with
+ * bundles, certificate + key pairs) on keys and certificates made with OpenSSL by the shared
+ * tls_fixture.c; loading with
  * the setting's label, path and reason on every failure; rotation of token, password, CA and
  * certificate + key files (in-place rewrite, atomic symlink swap of a `..data` directory as a
  * projected volume does, half-done rotations refused once and the previous material kept);
@@ -19,88 +20,17 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 
 #include "../../src/clients/internal.h"
 #include "cma/credentials.h"
 #include "cma/tlsmat.h"
 #include "cma/prom.h"
 #include "fakehttp.h"
+#include "tls_fixture.h"
 
-/* ---- material made here -------------------------------------------------------------------- */
+/* ---- material (tls_fixture.h) ------------------------------------------------------------ */
 
-static char dir[] = "/tmp/cma-creds-test-XXXXXX";
-
-static char *path_of(const char *name)
-{
-    static char buf[8][512];
-    static int next;
-    char *p = buf[next++ % 8];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
-
-/* A self-signed EC P-256 certificate (CN=cn) and its key as PEM strings (caller frees). */
-static void make_pair(const char *cn, char **cert_pem, char **key_pem)
-{
-    EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
-    X509 *x = X509_new();
-    assert_non_null(key);
-    assert_non_null(x);
-    X509_set_version(x, 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-    X509_gmtime_adj(X509_getm_notBefore(x), -3600);
-    X509_gmtime_adj(X509_getm_notAfter(x), 3600);
-    X509_NAME *name = X509_get_subject_name(x);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
-    X509_set_issuer_name(x, name);
-    X509_set_pubkey(x, key);
-    assert_true(X509_sign(x, key, EVP_sha256()) > 0);
-    BIO *b = BIO_new(BIO_s_mem());
-    char *data = NULL;
-    PEM_write_bio_X509(b, x);
-    long n = BIO_get_mem_data(b, &data);
-    *cert_pem = strndup(data, (size_t)n);
-    BIO_free(b);
-    b = BIO_new(BIO_s_mem());
-    PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL, NULL);
-    n = BIO_get_mem_data(b, &data);
-    *key_pem = strndup(data, (size_t)n);
-    BIO_free(b);
-    X509_free(x);
-    EVP_PKEY_free(key);
-}
-
-static char *cert_a, *key_a, *cert_b, *key_b;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (!mkdtemp(dir))
-        return -1;
-    make_pair("a", &cert_a, &key_a);
-    make_pair("b", &cert_b, &key_b);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    free(cert_a);
-    free(key_a);
-    free(cert_b);
-    free(key_b);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static void put(const char *name, const char *text)
-{
-    assert_true(cma_file_write(path_of(name), text));
-}
+static const struct cma_test_tls *const m = &cma_test_tls;
 
 /* ---- checks ------------------------------------------------------------------------------ */
 
@@ -108,7 +38,7 @@ static void test_cma_tlsmat_check_ca__bundles(void **state)
 {
     (void)state;
     char two[8192];
-    snprintf(two, sizeof(two), "# a comment line\n%s%s", cert_a, cert_b);
+    snprintf(two, sizeof(two), "# a comment line\n%s%s", m->cert_a, m->cert_b);
     size_t n = 0;
     struct cma_err err;
     cma_err_clear(&err);
@@ -120,7 +50,7 @@ static void test_cma_tlsmat_check_ca__bundles(void **state)
     cma_err_clear(&err);
     assert_int_equal(cma_tlsmat_check_ca("", 0, NULL, &err), CMA_ERR_TLS);
     /* the second certificate cut in the middle: a half-written bundle */
-    size_t cut = strlen(cert_a) + strlen(cert_b) / 2;
+    size_t cut = strlen(m->cert_a) + strlen(m->cert_b) / 2;
     cma_err_clear(&err);
     assert_int_equal(cma_tlsmat_check_ca(two + strlen("# a comment line\n"), cut, &n, &err),
                      CMA_ERR_TLS);
@@ -132,24 +62,29 @@ static void test_cma_tlsmat_check_pair__match_mismatch_garbage(void **state)
     (void)state;
     struct cma_err err;
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_check_pair(cert_a, strlen(cert_a), key_a, strlen(key_a), &err),
-                     CMA_OK);
-    assert_int_equal(cma_tlsmat_check_pair(cert_a, strlen(cert_a), key_b, strlen(key_b), &err),
-                     CMA_ERR_TLS);
+    assert_int_equal(
+        cma_tlsmat_check_pair(m->cert_a, strlen(m->cert_a), m->key_a, strlen(m->key_a), &err),
+        CMA_OK);
+    assert_int_equal(
+        cma_tlsmat_check_pair(m->cert_a, strlen(m->cert_a), m->key_b, strlen(m->key_b), &err),
+        CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "does not match"));
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_check_pair(cert_a, strlen(cert_a), "x", 1, &err), CMA_ERR_TLS);
+    assert_int_equal(cma_tlsmat_check_pair(m->cert_a, strlen(m->cert_a), "x", 1, &err),
+                     CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "key: no unencrypted PEM private key"));
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_check_pair(key_a, strlen(key_a), key_a, strlen(key_a), &err),
-                     CMA_ERR_TLS);
+    assert_int_equal(
+        cma_tlsmat_check_pair(m->key_a, strlen(m->key_a), m->key_a, strlen(m->key_a), &err),
+        CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "certificate: no PEM certificate"));
-    put("a.crt", cert_a);
-    put("b.key", key_b);
+    cma_test_tls_put("a.crt", m->cert_a);
+    cma_test_tls_put("b.key", m->key_b);
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_check_pair_files(path_of("a.crt"), path_of("b.key"), &err),
-                     CMA_ERR_TLS);
-    assert_non_null(strstr(err.msg, path_of("a.crt")));
+    assert_int_equal(
+        cma_tlsmat_check_pair_files(cma_test_tls_path("a.crt"), cma_test_tls_path("b.key"), &err),
+        CMA_ERR_TLS);
+    assert_non_null(strstr(err.msg, cma_test_tls_path("a.crt")));
     assert_non_null(strstr(err.msg, "does not match"));
 }
 
@@ -172,35 +107,35 @@ static void test_cma_creds_new__fails_fast_with_label_path_reason(void **state)
 {
     (void)state;
     struct cma_err err;
-    put("garbage.pem", "not a certificate\n");
-    put("a.crt", cert_a);
-    put("a.key", key_a);
-    put("b.key", key_b);
-    mkdir(path_of("a-dir"), 0700);
+    cma_test_tls_put("garbage.pem", "not a certificate\n");
+    cma_test_tls_put("a.crt", m->cert_a);
+    cma_test_tls_put("a.key", m->key_a);
+    cma_test_tls_put("b.key", m->key_b);
+    mkdir(cma_test_tls_path("a-dir"), 0700);
     struct cma_cred_spec spec = {
-        .ca = {.label = "--prometheus-ca-file", .file = path_of("missing.pem")}};
+        .ca = {.label = "--prometheus-ca-file", .file = cma_test_tls_path("missing.pem")}};
     assert_int_equal(load(&spec, &err), CMA_ERR_IO);
     assert_non_null(strstr(err.msg, "--prometheus-ca-file"));
-    assert_non_null(strstr(err.msg, path_of("missing.pem")));
+    assert_non_null(strstr(err.msg, cma_test_tls_path("missing.pem")));
     assert_non_null(strstr(err.msg, "No such file"));
-    spec.ca.file = path_of("a-dir");
+    spec.ca.file = cma_test_tls_path("a-dir");
     assert_int_equal(load(&spec, &err), CMA_ERR_IO);
     assert_non_null(strstr(err.msg, "Is a directory"));
-    spec.ca.file = path_of("garbage.pem");
+    spec.ca.file = cma_test_tls_path("garbage.pem");
     assert_int_equal(load(&spec, &err), CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "--prometheus-ca-file"));
     assert_non_null(strstr(err.msg, "no PEM certificate"));
-    spec.ca.file = path_of("a.crt");
+    spec.ca.file = cma_test_tls_path("a.crt");
     assert_int_equal(load(&spec, &err), CMA_OK);
-    spec.cert = (struct cma_cred_item){.label = "--cert", .file = path_of("a.crt")};
+    spec.cert = (struct cma_cred_item){.label = "--cert", .file = cma_test_tls_path("a.crt")};
     assert_int_equal(load(&spec, &err), CMA_ERR_FLAG);
     assert_non_null(strstr(err.msg, "needs its key"));
-    spec.key = (struct cma_cred_item){.label = "--key", .file = path_of("b.key")};
+    spec.key = (struct cma_cred_item){.label = "--key", .file = cma_test_tls_path("b.key")};
     assert_int_equal(load(&spec, &err), CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "--cert"));
-    assert_non_null(strstr(err.msg, path_of("b.key")));
+    assert_non_null(strstr(err.msg, cma_test_tls_path("b.key")));
     assert_non_null(strstr(err.msg, "does not match"));
-    spec.key.file = path_of("a.key");
+    spec.key.file = cma_test_tls_path("a.key");
     assert_int_equal(load(&spec, &err), CMA_OK);
     /* data fields (kubeconfig *-data): the label names the field, there is no path */
     spec.key = (struct cma_cred_item){.label = "kubeconfig k.yaml client-key-data",
@@ -210,8 +145,8 @@ static void test_cma_creds_new__fails_fast_with_label_path_reason(void **state)
     assert_non_null(strstr(err.msg, "client-key-data"));
     assert_non_null(strstr(err.msg, "no unencrypted PEM private key"));
     struct cma_cred_spec tok = {
-        .token = {.label = "--prometheus-token-file", .file = path_of("empty-token")}};
-    put("empty-token", " \n");
+        .token = {.label = "--prometheus-token-file", .file = cma_test_tls_path("empty-token")}};
+    cma_test_tls_put("empty-token", " \n");
     assert_int_equal(load(&tok, &err), CMA_ERR_FLAG);
     assert_non_null(strstr(err.msg, "--prometheus-token-file"));
     assert_non_null(strstr(err.msg, "one non-empty line"));
@@ -255,22 +190,22 @@ static void assert_auth(struct cma_creds *c, const char *want, bool want_warning
 static void test_cma_creds_take__token_rewritten_in_place(void **state)
 {
     (void)state;
-    put("token", "first\n");
-    struct cma_cred_spec spec = {.token = {.label = "t", .file = path_of("token")}};
+    cma_test_tls_put("token", "first\n");
+    struct cma_cred_spec spec = {.token = {.label = "t", .file = cma_test_tls_path("token")}};
     struct cma_creds *c = creds_for(&spec);
     assert_auth(c, "Authorization: Bearer first", false);
-    put("token", "secnd\n"); /* same size, same inode: the content decides */
+    cma_test_tls_put("token", "secnd\n"); /* same size, same inode: the content decides */
     assert_auth(c, "Authorization: Bearer secnd", false);
-    put("token", ""); /* a rewrite caught half-way: keep the token, warn once */
+    cma_test_tls_put("token", ""); /* a rewrite caught half-way: keep the token, warn once */
     assert_auth(c, "Authorization: Bearer secnd", true);
     assert_auth(c, "Authorization: Bearer secnd", false);
-    put("token", "  third \n");
+    cma_test_tls_put("token", "  third \n");
     assert_auth(c, "Authorization: Bearer third", false);
     assert_int_equal(cma_creds_generation(c), 2);
-    unlink(path_of("token"));
+    unlink(cma_test_tls_path("token"));
     assert_auth(c, "Authorization: Bearer third", true); /* gone: kept, warned once */
     assert_auth(c, "Authorization: Bearer third", false);
-    put("token", "fourth");
+    cma_test_tls_put("token", "fourth");
     assert_auth(c, "Authorization: Bearer fourth", false);
     cma_creds_free(c);
 }
@@ -278,15 +213,15 @@ static void test_cma_creds_take__token_rewritten_in_place(void **state)
 static void test_cma_creds_take__settled_file_changed_by_signature(void **state)
 {
     (void)state;
-    put("old-token", "aaaa");
+    cma_test_tls_put("old-token", "aaaa");
     struct timespec old[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
-    assert_int_equal(utimensat(AT_FDCWD, path_of("old-token"), old, 0), 0);
-    struct cma_cred_spec spec = {.token = {.label = "t", .file = path_of("old-token")}};
+    assert_int_equal(utimensat(AT_FDCWD, cma_test_tls_path("old-token"), old, 0), 0);
+    struct cma_cred_spec spec = {.token = {.label = "t", .file = cma_test_tls_path("old-token")}};
     struct cma_creds *c = creds_for(&spec);
     assert_auth(c, "Authorization: Bearer aaaa", false);
     /* rewritten with the same size and the old mtime: ctime still moves */
-    put("old-token", "bbbb");
-    assert_int_equal(utimensat(AT_FDCWD, path_of("old-token"), old, 0), 0);
+    cma_test_tls_put("old-token", "bbbb");
+    assert_int_equal(utimensat(AT_FDCWD, cma_test_tls_path("old-token"), old, 0), 0);
     assert_auth(c, "Authorization: Bearer bbbb", false);
     cma_creds_free(c);
 }
@@ -296,21 +231,21 @@ static void test_cma_creds_take__settled_file_changed_by_signature(void **state)
 static void projected_write(const char *version, const char *file, const char *text)
 {
     char vdir[512], tmp[1024], target[1024];
-    snprintf(vdir, sizeof(vdir), "%s/sa/..%s", dir, version);
-    mkdir(path_of("sa"), 0755);
+    snprintf(vdir, sizeof(vdir), "%s/sa/..%s", cma_test_tls_dir(), version);
+    mkdir(cma_test_tls_path("sa"), 0755);
     mkdir(vdir, 0755);
     snprintf(target, sizeof(target), "%s/%s", vdir, file);
     assert_true(cma_file_write(target, text));
-    snprintf(tmp, sizeof(tmp), "%s/sa/..data_tmp", dir);
+    snprintf(tmp, sizeof(tmp), "%s/sa/..data_tmp", cma_test_tls_dir());
     unlink(tmp);
     char rel[64];
     snprintf(rel, sizeof(rel), "..%s", version);
     assert_int_equal(symlink(rel, tmp), 0);
     char data[600];
-    snprintf(data, sizeof(data), "%s/sa/..data", dir);
+    snprintf(data, sizeof(data), "%s/sa/..data", cma_test_tls_dir());
     assert_int_equal(rename(tmp, data), 0);
     char link[1024], link_target[64];
-    snprintf(link, sizeof(link), "%s/sa/%s", dir, file);
+    snprintf(link, sizeof(link), "%s/sa/%s", cma_test_tls_dir(), file);
     snprintf(link_target, sizeof(link_target), "..data/%s", file);
     if (symlink(link_target, link) != 0)
         assert_int_equal(errno, EEXIST);
@@ -321,7 +256,7 @@ static void test_cma_creds_take__projected_volume_swap(void **state)
     (void)state;
     projected_write("2026_01_01_00_00_00.1", "token", "sa-token-1");
     char path[600];
-    snprintf(path, sizeof(path), "%s/sa/token", dir);
+    snprintf(path, sizeof(path), "%s/sa/token", cma_test_tls_dir());
     struct cma_cred_spec spec = {.token = {.label = "in-cluster token", .file = path}};
     struct cma_creds *c = creds_for(&spec);
     assert_auth(c, "Authorization: Bearer sa-token-1", false);
@@ -342,33 +277,34 @@ static struct cma_cred_snap *take(struct cma_creds *c, bool *warned)
 static void test_cma_creds_take__pair_swapped_only_when_it_matches(void **state)
 {
     (void)state;
-    put("c.crt", cert_a);
-    put("c.key", key_a);
-    struct cma_cred_spec spec = {.cert = {.label = "--cert", .file = path_of("c.crt")},
-                                 .key = {.label = "--key", .file = path_of("c.key")}};
+    cma_test_tls_put("c.crt", m->cert_a);
+    cma_test_tls_put("c.key", m->key_a);
+    struct cma_cred_spec spec = {.cert = {.label = "--cert", .file = cma_test_tls_path("c.crt")},
+                                 .key = {.label = "--key", .file = cma_test_tls_path("c.key")}};
     struct cma_creds *c = creds_for(&spec);
     bool warned = false;
     struct cma_cred_snap *before = take(c, &warned);
     assert_false(warned);
-    assert_string_equal((char *)before->cert, cert_a);
-    put("c.crt", cert_b); /* the certificate is written first: it does not match the old key */
+    assert_string_equal((char *)before->cert, m->cert_a);
+    cma_test_tls_put(
+        "c.crt", m->cert_b); /* the certificate is written first: it does not match the old key */
     struct cma_cred_snap *s = take(c, &warned);
     assert_true(warned);
-    assert_string_equal((char *)s->cert, cert_a);
-    assert_string_equal((char *)s->key, key_a);
+    assert_string_equal((char *)s->cert, m->cert_a);
+    assert_string_equal((char *)s->key, m->key_a);
     cma_cred_snap_release(s);
     s = take(c, &warned);
     assert_false(warned); /* once */
     cma_cred_snap_release(s);
-    put("c.key", key_b); /* now the pair is complete */
+    cma_test_tls_put("c.key", m->key_b); /* now the pair is complete */
     s = take(c, &warned);
     assert_false(warned);
-    assert_string_equal((char *)s->cert, cert_b);
-    assert_string_equal((char *)s->key, key_b);
+    assert_string_equal((char *)s->cert, m->cert_b);
+    assert_string_equal((char *)s->key, m->key_b);
     cma_cred_snap_release(s);
     /* a snapshot taken before the rotation is still whole (a request in flight) */
-    assert_string_equal((char *)before->cert, cert_a);
-    assert_string_equal((char *)before->key, key_a);
+    assert_string_equal((char *)before->cert, m->cert_a);
+    assert_string_equal((char *)before->key, m->key_a);
     cma_cred_snap_release(before);
     assert_int_equal(cma_creds_generation(c), 1);
     cma_creds_free(c);
@@ -377,32 +313,33 @@ static void test_cma_creds_take__pair_swapped_only_when_it_matches(void **state)
 static void test_cma_creds_take__ca_and_password(void **state)
 {
     (void)state;
-    put("ca.crt", cert_a);
-    put("password", "pa:ss w0rd!\n");
-    struct cma_cred_spec spec = {.ca = {.label = "ca", .file = path_of("ca.crt")},
-                                 .username = "user",
-                                 .password = {.label = "pw", .file = path_of("password")}};
+    cma_test_tls_put("ca.crt", m->cert_a);
+    cma_test_tls_put("password", "pa:ss w0rd!\n");
+    struct cma_cred_spec spec = {
+        .ca = {.label = "ca", .file = cma_test_tls_path("ca.crt")},
+        .username = "user",
+        .password = {.label = "pw", .file = cma_test_tls_path("password")}};
     struct cma_creds *c = creds_for(&spec);
     bool warned = false;
     struct cma_cred_snap *s = take(c, &warned);
     assert_string_equal(s->username, "user");
     assert_string_equal(s->password, "pa:ss w0rd!");
-    assert_string_equal((char *)s->ca, cert_a);
+    assert_string_equal((char *)s->ca, m->cert_a);
     assert_null(s->authorization);
     cma_cred_snap_release(s);
     char half[4096];
-    snprintf(half, sizeof(half), "%.*s", (int)(strlen(cert_b) / 2), cert_b);
-    put("ca.crt", half);
-    put("password", "new\n");
+    snprintf(half, sizeof(half), "%.*s", (int)(strlen(m->cert_b) / 2), m->cert_b);
+    cma_test_tls_put("ca.crt", half);
+    cma_test_tls_put("password", "new\n");
     s = take(c, &warned);
     assert_true(warned);
-    assert_string_equal((char *)s->ca, cert_a); /* the half-written bundle is refused */
-    assert_string_equal(s->password, "new");    /* the password is taken */
+    assert_string_equal((char *)s->ca, m->cert_a); /* the half-written bundle is refused */
+    assert_string_equal(s->password, "new");       /* the password is taken */
     cma_cred_snap_release(s);
-    put("ca.crt", cert_b);
+    cma_test_tls_put("ca.crt", m->cert_b);
     s = take(c, &warned);
     assert_false(warned);
-    assert_string_equal((char *)s->ca, cert_b);
+    assert_string_equal((char *)s->ca, m->cert_b);
     CURL *h = curl_easy_init();
     assert_non_null(h);
     assert_int_equal(cma_cred_snap_setopt(s, h, NULL), CMA_OK);
@@ -433,14 +370,16 @@ static void test_cma_prom__token_file_rotates(void **state)
     struct cma_fake_http *s = cma_fake_http_start(&a, 1);
     assert_non_null(s);
     char *url = cma_fake_http_url(s, "");
-    put("prom-token", "one\n");
+    cma_test_tls_put("prom-token", "one\n");
     const char *headers[] = {"X-Scope-OrgID=t1"};
-    struct cma_prom_config cfg = {
-        .url = url, .token_file = path_of("prom-token"), .headers = headers, .n_headers = 1};
+    struct cma_prom_config cfg = {.url = url,
+                                  .token_file = cma_test_tls_path("prom-token"),
+                                  .headers = headers,
+                                  .n_headers = 1};
     struct cma_prom *p = NULL;
     assert_int_equal(cma_prom_new(&cfg, &p, NULL), CMA_OK);
     query(p);
-    put("prom-token", "two\n");
+    cma_test_tls_put("prom-token", "two\n");
     query(p);
     assert_int_equal(cma_fake_http_count(s), 2);
     assert_true(cma_fake_http_has_header(s, 0, "Authorization: Bearer one"));
@@ -458,31 +397,31 @@ static void test_cma_prom_new__auth_sources_and_precedence(void **state)
     struct cma_fake_http *s = cma_fake_http_start(&a, 1);
     assert_non_null(s);
     char *url = cma_fake_http_url(s, "");
-    put("kc-token", "from-kubeconfig\n");
-    put("flag-token", "from-flag\n");
+    cma_test_tls_put("kc-token", "from-kubeconfig\n");
+    cma_test_tls_put("flag-token", "from-flag\n");
     char kc[2048];
     snprintf(kc, sizeof(kc),
              "apiVersion: v1\nkind: Config\ncurrent-context: p\n"
              "clusters: [{name: c, cluster: {server: 'https://ignored.invalid'}}]\n"
              "users: [{name: u, user: {tokenFile: kc-token, username: x, password: y}}]\n"
              "contexts: [{name: p, context: {cluster: c, user: u}}]\n");
-    put("prom.kubeconfig", kc);
-    struct cma_prom_config cfg = {.url = url, .auth_config = path_of("prom.kubeconfig")};
+    cma_test_tls_put("prom.kubeconfig", kc);
+    struct cma_prom_config cfg = {.url = url, .auth_config = cma_test_tls_path("prom.kubeconfig")};
     struct cma_prom *p = NULL;
     assert_int_equal(cma_prom_new(&cfg, &p, NULL), CMA_OK);
     query(p); /* the kubeconfig's tokenFile (relative to it), not its basic auth, not its server */
     cma_prom_free(p);
-    cfg.token_file = path_of("flag-token");
+    cfg.token_file = cma_test_tls_path("flag-token");
     assert_int_equal(cma_prom_new(&cfg, &p, NULL), CMA_OK);
     query(p); /* the flag wins */
     cma_prom_free(p);
     assert_true(cma_fake_http_has_header(s, 0, "Authorization: Bearer from-kubeconfig"));
     assert_true(cma_fake_http_has_header(s, 1, "Authorization: Bearer from-flag"));
     /* in-cluster: the service-account directory's token */
-    mkdir(path_of("sadir"), 0755);
-    put("sadir/token", "sa-token\n");
+    mkdir(cma_test_tls_path("sadir"), 0755);
+    cma_test_tls_put("sadir/token", "sa-token\n");
     struct cma_prom_config ic = {
-        .url = url, .auth_incluster = true, .service_account_dir = path_of("sadir")};
+        .url = url, .auth_incluster = true, .service_account_dir = cma_test_tls_path("sadir")};
     assert_int_equal(cma_prom_new(&ic, &p, NULL), CMA_OK);
     query(p);
     cma_prom_free(p);
@@ -491,10 +430,10 @@ static void test_cma_prom_new__auth_sources_and_precedence(void **state)
     p = NULL;
     struct cma_err err;
     cma_err_clear(&err);
-    ic.auth_config = path_of("prom.kubeconfig");
+    ic.auth_config = cma_test_tls_path("prom.kubeconfig");
     assert_int_equal(cma_prom_new(&ic, &p, &err), CMA_ERR_FLAG);
     assert_non_null(strstr(err.msg, "may not use both"));
-    put("sadir/ca.crt", "garbage");
+    cma_test_tls_put("sadir/ca.crt", "garbage");
     ic.auth_config = NULL;
     cma_err_clear(&err);
     assert_int_equal(cma_prom_new(&ic, &p, &err), CMA_ERR_TLS);
@@ -504,12 +443,12 @@ static void test_cma_prom_new__auth_sources_and_precedence(void **state)
     cma_err_clear(&err);
     assert_int_equal(cma_prom_new(&cfg, &p, &err), CMA_ERR_FLAG);
     assert_non_null(strstr(err.msg, "give one of them"));
-    struct cma_prom_config bad = {.url = url, .ca_file = path_of("garbage.pem")};
-    put("garbage.pem", "nope");
+    struct cma_prom_config bad = {.url = url, .ca_file = cma_test_tls_path("garbage.pem")};
+    cma_test_tls_put("garbage.pem", "nope");
     cma_err_clear(&err);
     assert_int_equal(cma_prom_new(&bad, &p, &err), CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "--prometheus-ca-file"));
-    assert_non_null(strstr(err.msg, path_of("garbage.pem")));
+    assert_non_null(strstr(err.msg, cma_test_tls_path("garbage.pem")));
     assert_null(p);
     cma_fake_http_stop(s);
     free(url);
@@ -529,5 +468,5 @@ int main(void)
         cmocka_unit_test(test_cma_prom__token_file_rotates),
         cmocka_unit_test(test_cma_prom_new__auth_sources_and_precedence),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cma_test_tls_setup, cma_test_tls_teardown);
 }

@@ -1,11 +1,12 @@
-/* explain_test.c: the explain report (api/explain.c) through the real handlers, over a relist of
- * a fake series source and a fake backend that answers one canned vector and records the PromQL
- * it was sent: the rule's file:line:column, the catalog entry, the PromQL the backend received
- * (exactly), the backend's raw answer, each sample left out and why (no matching object, NaN),
- * the final answer equal to the same request's answer without explain; and why nothing matches
- * (a seriesFilter drops the series, the resource label does not map, no series at all, the
- * resource is unknown); a target that is not a path or has a bad escape; GET /debug/explain off
- * (404) and on (the same report as text/plain), without a path (400), and not on itself. */
+/* explain_test.c: the explain report (api/explain.c) through the real handlers, over the API
+ * tests' shared fixture (api_fixture.h: a relist of a fake series source, and a fake backend
+ * that here answers one canned vector to every query and records the PromQL it was sent): the
+ * rule's file:line:column, the catalog entry, the PromQL the backend received (exactly), the
+ * backend's raw answer, each sample left out and why (no matching object, NaN), the final answer
+ * equal to the same request's answer without explain; and why nothing matches (a seriesFilter drops
+ * the series, the resource label does not map, no series at all, the resource is unknown); a target
+ * that is not a path or has a bad escape; GET /debug/explain off (404) and on (the same report as
+ * text/plain), without a path (400), and not on itself. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,18 +17,12 @@
 
 #include <cmocka.h>
 
+#include "api_fixture.h"
 #include "cma/app.h"
-#include "cma/backend_cache.h"
-#include "cma/catalog.h"
-#include "cma/config.h"
-#include "cma/discovery.h"
+#include "cma/buf.h"
 #include "cma/explain.h"
 #include "cma/options.h"
-#include "cma/prom.h"
-#include "cma/restmapper.h"
-#include "cma/rule.h"
 #include "cma/server.h"
-#include "testlib.h"
 
 static const char CONFIG[] =
     "rules:\n"
@@ -51,92 +46,25 @@ static const char ANSWER[] =
     "{\"metric\":{\"pod\":\"b\"},\"value\":[1700000000,\"NaN\"]},"
     "{\"metric\":{\"pod\":\"c\"},\"value\":[1700000000,\"3\"]}]}}";
 
-struct fake {
-    struct fake_source series;
-    char last_promql[1024];
-    size_t queries;
-};
-
-static enum cma_errc fake_query(void *ctx, const char *promql, int64_t time_ms,
-                                const struct cma_keep *keep, struct cma_prom_result **ret,
-                                struct cma_err *reterr)
-{
-    struct fake *f = ctx;
-    (void)time_ms;
-    f->queries++;
-    snprintf(f->last_promql, sizeof f->last_promql, "%s", promql);
-    struct cma_prom_result *all = NULL;
-    enum cma_errc rc = cma_prom_decode_query(ANSWER, strlen(ANSWER), &all, reterr);
-    if (rc != CMA_OK)
-        return rc;
-    rc = cma_prom_result_filter(all, keep ? keep->fn : NULL, keep ? keep->ctx : NULL, ret, reterr);
-    cma_prom_result_free(all);
-    return rc;
-}
-
-static enum cma_errc fake_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                 cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
-{
-    struct fake *f = ctx;
-    return fake_list(&f->series, match, start_ms, end_ms, fn, fn_ctx, reterr);
-}
-
-static const char *fake_backend_name(const void *ctx)
-{
-    (void)ctx;
-    return "http://fake-prometheus:9090";
-}
-
-static const struct cma_backend_ops FAKE_OPS = {fake_query, fake_series, fake_backend_name};
-
-struct fixture {
-    struct cma_config *cfg;
-    struct cma_ruleset *rules;
-    struct cma_restmapper *mapper;
-    struct cma_catalog_store *store;
-    struct fake fake;
-    struct fake_series answers[1];
-    struct cma_options opts;
-    struct cma_app app;
-};
+static const struct fake_series ANSWERS[] = {{"{__name__=~\"^gpu_.*\"}", SERIES, 4}};
+static const struct api_reply REPLIES[] = {{"", ANSWER}}; /* "" is in every query */
+static const struct api_fixture_spec SPEC = {
+    .config = CONFIG, .series = ANSWERS, .n_series = 1, .replies = REPLIES, .n_replies = 1};
 
 static int setup(void **state)
 {
-    struct fixture *fx = calloc(1, sizeof(*fx));
-    struct cma_err err;
-    cma_err_clear(&err);
-    if (cma_config_load_string("gpu.yaml", CONFIG, strlen(CONFIG), &fx->cfg, &err) != CMA_OK ||
-        cma_ruleset_compile(fx->cfg, &fx->rules, &err) != CMA_OK)
-        fail_msg("config: %s", err.msg);
-    fx->mapper = test_mapper(test_resources_default,
-                             sizeof(test_resources_default) / sizeof(test_resources_default[0]));
-    fx->answers[0] = (struct fake_series){fx->rules->rules[0].series_query, SERIES, 4};
-    fx->fake.series = (struct fake_source){fx->answers, 1, 0, 0};
-    struct cma_backend b = {&FAKE_OPS, &fx->fake};
-    struct cma_catalog *c = NULL;
-    assert_int_equal(cma_catalog_store_new(&fx->store), CMA_OK);
-    if (cma_discovery_relist(&b, fx->rules, fx->mapper, 1700000000000, 60000, &c, &err) != CMA_OK)
-        fail_msg("relist: %s", err.msg);
-    cma_catalog_store_publish(fx->store, c);
-    fx->app = (struct cma_app){.opts = &fx->opts, .backend = b, .store = fx->store};
-    cma_app_set_rules(&fx->app, fx->rules);
-    *state = fx;
+    *state = cma_test_api_fixture_new(&SPEC);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    struct fixture *fx = *state;
-    cma_catalog_store_free(fx->store);
-    cma_restmapper_unref(fx->mapper);
-    cma_ruleset_free(fx->rules);
-    cma_config_free(fx->cfg);
-    free(fx);
+    cma_test_api_fixture_free(*state);
     return 0;
 }
 
 /* The report for target (its status in *status); the caller frees it. */
-static char *explain(struct fixture *fx, const char *target, int *status)
+static char *explain(struct api_fixture *fx, const char *target, int *status)
 {
     struct cma_buf out;
     cma_buf_init(&out, CMA_BUF_DEFAULT_MAX);
@@ -154,7 +82,7 @@ static void has(const char *report, const char *want)
 }
 
 /* The body of the same request without explain. */
-static char *plain_answer(struct fixture *fx, const char *path, int *status)
+static char *plain_answer(struct api_fixture *fx, const char *path, int *status)
 {
     struct cma_request req = {.method = "GET", .path = path};
     struct cma_response resp = {.status = 200, .content_type = "application/json"};
@@ -166,18 +94,18 @@ static char *plain_answer(struct fixture *fx, const char *path, int *status)
 
 static void test_explain__by_name_rule_promql_samples_answer(void **state)
 {
-    struct fixture *fx = *state;
+    struct api_fixture *fx = *state;
     const char *path = "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/gpu_util";
     int status = 0, plain_status = 0;
     char *r = explain(fx, path, &status);
     assert_int_equal(status, 200);
     has(r, "explain: GET /apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/gpu_util\n");
-    has(r, "rule:\n  gpu.yaml:2:3 (rules[0])\n");
+    has(r, "rule:\n  rules.yaml:2:3 (rules[0])\n");
     has(r, "  seriesQuery: {__name__=~\"^gpu_.*\"}\n");
     has(r, "catalog entry:\n  pods (namespaced) metric gpu_util <- series gpu_util\n");
     has(r, "objects:\n  1 object: a\n");
-    char want[1200];
-    snprintf(want, sizeof want, "  promql: %s\n", fx->fake.last_promql); /* what was sent */
+    char want[4200]; /* fits the fixture's last_promql */
+    snprintf(want, sizeof want, "  promql: %s\n", fx->last_promql); /* what was sent */
     has(r, want);
     has(r, "  promql: avg(gpu_util{namespace=\"ml\",pod=\"a\"}) by (pod)\n");
     has(r, "  resource label: pod\n");
@@ -197,7 +125,7 @@ static void test_explain__by_name_rule_promql_samples_answer(void **state)
 
 static void test_explain__nan_sample_is_left_out(void **state)
 {
-    struct fixture *fx = *state;
+    struct api_fixture *fx = *state;
     int status = 0;
     char *r =
         explain(fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/b/gpu_util", &status);
@@ -211,25 +139,25 @@ static void test_explain__nan_sample_is_left_out(void **state)
 
 static void test_explain__filter_drops_the_series(void **state)
 {
-    struct fixture *fx = *state;
+    struct api_fixture *fx = *state;
     int status = 0;
-    size_t queries = fx->fake.queries;
+    size_t queries = fx->queries;
     char *r = explain(
         fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/gpu_secret_util", &status);
     assert_int_equal(status, 404);
     has(r, "rule:\n  none: no catalog entry serves gpu_secret_util (see why)\n");
     has(r, "  series gpu_secret_util is dropped by seriesFilters or name.matches (not "
            "accepted)\n");
-    has(r, "  rules[0] (gpu.yaml:2): seriesQuery {__name__=~\"^gpu_.*\"} finds 4 series, 0 named "
+    has(r, "  rules[0] (rules.yaml:2): seriesQuery {__name__=~\"^gpu_.*\"} finds 4 series, 0 named "
            "gpu_secret_util");
     has(r, "  no rule's seriesQuery finds a series that becomes metric gpu_secret_util (within");
-    assert_int_equal(fx->fake.queries, queries); /* nothing to query */
+    assert_int_equal(fx->queries, queries); /* nothing to query */
     free(r);
 }
 
 static void test_explain__resource_label_does_not_map(void **state)
 {
-    struct fixture *fx = *state;
+    struct api_fixture *fx = *state;
     int status = 0;
     char *r = explain(fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/gpu_host_temp",
                       &status);
@@ -245,7 +173,7 @@ static void test_explain__resource_label_does_not_map(void **state)
 
 static void test_explain__no_series_and_unknown_resource(void **state)
 {
-    struct fixture *fx = *state;
+    struct api_fixture *fx = *state;
     int status = 0;
     char *r = explain(fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/nothing_here",
                       &status);
@@ -266,7 +194,7 @@ static void test_explain__no_series_and_unknown_resource(void **state)
 
 static void test_explain__bad_targets(void **state)
 {
-    struct fixture *fx = *state;
+    struct api_fixture *fx = *state;
     struct cma_buf out;
     cma_buf_init(&out, 1 << 20);
     struct cma_err err;
@@ -282,7 +210,7 @@ static void test_explain__bad_targets(void **state)
     cma_buf_done(&out);
 }
 
-static struct cma_response debug_get(struct fixture *fx, const char *path, char *value)
+static struct cma_response debug_get(struct api_fixture *fx, const char *path, char *value)
 {
     struct cma_kv kv[] = {{"path", value}};
     struct cma_request req = {.method = "GET", .path = path, .query = kv, .n_query = value ? 1 : 0};
@@ -294,13 +222,13 @@ static struct cma_response debug_get(struct fixture *fx, const char *path, char 
 
 static void test_debug_explain__off_on_and_errors(void **state)
 {
-    struct fixture *fx = *state;
+    struct api_fixture *fx = *state;
     char target[] = "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/gpu_util";
     struct cma_response resp = debug_get(fx, "/debug/explain", target);
     assert_int_equal(resp.status, 404); /* off by default */
     assert_null(strstr(cma_buf_str(&resp.body), "promql"));
     cma_buf_done(&resp.body);
-    fx->opts.enable_explain = true;
+    fx->opts->enable_explain = true;
     resp = debug_get(fx, "/debug/explain", target);
     assert_int_equal(resp.status, 200);
     assert_string_equal(resp.content_type, "text/plain; charset=utf-8");
@@ -328,7 +256,7 @@ static void test_debug_explain__off_on_and_errors(void **state)
     assert_non_null(strstr(cma_buf_str(&resp.body), "answer: HTTP 400\n"));
     assert_non_null(strstr(cma_buf_str(&resp.body), "cannot explain itself"));
     cma_buf_done(&resp.body);
-    fx->opts.enable_explain = false;
+    fx->opts->enable_explain = false;
 }
 
 int main(void)

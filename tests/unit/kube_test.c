@@ -1,8 +1,9 @@
 /* kube_test.c: the kube-apiserver client's settings (kubeconfig / in-cluster, base64, server
- * checks) and cma_kube_list_objects against the shared fake HTTP server (fakehttp.h: canned
- * answers in order, request targets recorded), which stands in for kube-apiserver with real
- * recorded bodies (../shared/fixtures/kube-apiserver). The decoders of its answers are tested in
- * kube_decode_test.c; the other requests (discovery, names, watch) in prom_client_test.c. */
+ * checks, tls-server-name's route and Host) and cma_kube_list_objects against the shared fake HTTP
+ * server (fakehttp.h: canned answers in order, request targets recorded), which stands in for
+ * kube-apiserver with real recorded bodies (../shared/fixtures/kube-apiserver). The decoders of its
+ * answers are tested in kube_decode_test.c; the other requests (discovery, names, watch) in
+ * prom_client_test.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -384,6 +385,46 @@ static void test_cma_kube_list_objects__empty_list_and_errors(void **state)
     cma_fake_http_stop(s);
 }
 
+/* tls-server-name: the URL names it (SNI and the certificate check under https), the connection
+ * goes to the configured host (CURLOPT_CONNECT_TO: kube.invalid resolves nowhere) and Host is the
+ * configured host and port, as client-go sends it. */
+static void test_cma_kube_new_from_conn__tls_server_name_keeps_host(void **state)
+{
+    (void)state;
+    const struct cma_fake_answer answers[] = {
+        {.status = 200, .body = "{\"kind\":\"PodList\",\"metadata\":{},\"items\":[]}"}};
+    struct cma_fake_http *s = cma_fake_http_start(answers, 1);
+    assert_non_null(s);
+    char *url = cma_fake_http_url(s, "/");
+    assert_non_null(url);
+    struct cma_kube_conn conn = {.server = url, .tls_server_name = "kube.invalid", .token = "t"};
+    struct cma_kube *k = NULL;
+    assert_int_equal(cma_kube_new_from_conn(&conn, 5000, &k, NULL), CMA_OK);
+    char want_server[64], want_host[64];
+    snprintf(want_server, sizeof(want_server), "http://127.0.0.1:%d", cma_fake_http_port(s));
+    snprintf(want_host, sizeof(want_host), "Host: 127.0.0.1:%d", cma_fake_http_port(s));
+    assert_string_equal(cma_kube_server(k), want_server); /* reports keep the configured name */
+    struct cma_kube_object *objs = NULL;
+    size_t n = 0;
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_kube_list_objects(k, "", "v1", "pods", "ml", NULL, NULL, &objs, &n, &err),
+                     CMA_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(cma_fake_http_count(s), 1);
+    assert_string_equal(target_of(s, 0), "/api/v1/namespaces/ml/pods?limit=500");
+    assert_true(cma_fake_http_has_header(s, 0, want_host));
+    assert_true(cma_fake_http_has_header(s, 0, "Authorization: Bearer t"));
+    cma_kube_objects_free(objs, n);
+    cma_kube_free(k);
+    conn.tls_server_name = "bad name";
+    cma_err_clear(&err);
+    assert_int_equal(cma_kube_new_from_conn(&conn, 5000, &k, &err), CMA_ERR_CONFIG_VALUE);
+    assert_string_equal(err.msg, "invalid tls-server-name \"bad name\"");
+    free(url);
+    cma_fake_http_stop(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -396,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_cma_kubeconfig_load__missing_file),
         cmocka_unit_test(test_cma_kubeconfig_in_cluster__env_and_files),
         cmocka_unit_test(test_cma_kube_new_from_conn__server_checks),
+        cmocka_unit_test(test_cma_kube_new_from_conn__tls_server_name_keeps_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,7 @@
  * serving side's PEM file reader and the clients' file reader with their messages; and the
  * change signature a reload decides by, including a rewrite in place within one timestamp tick
  * (the signature may stay, but then it is not settled, so readers compare the bytes). Keys and
- * certificates are made here with OpenSSL. */
+ * certificates are made with OpenSSL by the shared tls_fixture.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -17,91 +17,13 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 #include <openssl/x509.h>
 
 #include "cma/tlsmat.h"
 #include "fakehttp.h"
+#include "tls_fixture.h"
 
-static char dir[] = "/tmp/cma-tls-test-XXXXXX";
-
-static char *path_of(const char *name)
-{
-    static char buf[8][512];
-    static int next;
-    char *p = buf[next++ % 8];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
-
-static char *pem_of_bio(BIO *b)
-{
-    char *data = NULL;
-    long n = BIO_get_mem_data(b, &data);
-    char *s = strndup(data, (size_t)n);
-    assert_non_null(s);
-    BIO_free(b);
-    return s;
-}
-
-/* A self-signed EC P-256 certificate (CN=cn, valid until now + not_after_s) and its key. */
-static void make_pair(const char *cn, long not_after_s, char **cert_pem, char **key_pem)
-{
-    EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
-    X509 *x = X509_new();
-    assert_non_null(key);
-    assert_non_null(x);
-    X509_set_version(x, 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-    X509_gmtime_adj(X509_getm_notBefore(x), -7200);
-    X509_gmtime_adj(X509_getm_notAfter(x), not_after_s);
-    X509_NAME *name = X509_get_subject_name(x);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
-    X509_set_issuer_name(x, name);
-    X509_set_pubkey(x, key);
-    assert_true(X509_sign(x, key, EVP_sha256()) > 0);
-    BIO *b = BIO_new(BIO_s_mem());
-    assert_true(PEM_write_bio_X509(b, x) == 1);
-    *cert_pem = pem_of_bio(b);
-    b = BIO_new(BIO_s_mem());
-    assert_true(PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL, NULL) == 1);
-    *key_pem = pem_of_bio(b);
-    X509_free(x);
-    EVP_PKEY_free(key);
-}
-
-static char *cert_a, *key_a, *cert_b, *key_b, *cert_old, *key_old;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (!mkdtemp(dir))
-        return -1;
-    make_pair("a", 3600, &cert_a, &key_a);
-    make_pair("b", 3600, &cert_b, &key_b);
-    make_pair("old", -3600, &cert_old, &key_old);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    free(cert_a);
-    free(key_a);
-    free(cert_b);
-    free(key_b);
-    free(cert_old);
-    free(key_old);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static void put(const char *name, const char *text)
-{
-    assert_true(cma_file_write(path_of(name), text));
-}
+static const struct cma_test_tls *const m = &cma_test_tls;
 
 /* ---- good material ----------------------------------------------------------------------- */
 
@@ -109,18 +31,21 @@ static void test_cma_tlsmat__good_material(void **state)
 {
     (void)state;
     char two[8192];
-    snprintf(two, sizeof(two), "%s%s", cert_a, cert_b);
+    snprintf(two, sizeof(two), "%s%s", m->cert_a, m->cert_b);
     struct cma_err err;
     cma_err_clear(&err);
     size_t n = 0;
     assert_int_equal(cma_tlsmat_check_ca(two, strlen(two), &n, &err), CMA_OK);
     assert_int_equal(n, 2);
-    assert_int_equal(cma_tlsmat_check_pair(cert_a, strlen(cert_a), key_a, strlen(key_a), &err),
-                     CMA_OK);
-    put("a.crt", cert_a);
-    put("a.key", key_a);
-    assert_int_equal(cma_tlsmat_check_pair_files(path_of("a.crt"), path_of("a.key"), &err), CMA_OK);
-    assert_true(cma_tlsmat_leaf_current(path_of("a.crt")));
+    assert_int_equal(
+        cma_tlsmat_check_pair(m->cert_a, strlen(m->cert_a), m->key_a, strlen(m->key_a), &err),
+        CMA_OK);
+    cma_test_tls_put("a.crt", m->cert_a);
+    cma_test_tls_put("a.key", m->key_a);
+    assert_int_equal(
+        cma_tlsmat_check_pair_files(cma_test_tls_path("a.crt"), cma_test_tls_path("a.key"), &err),
+        CMA_OK);
+    assert_true(cma_tlsmat_leaf_current(cma_test_tls_path("a.crt")));
     X509_STORE *store = cma_tlsmat_ca_store(two, strlen(two), &n, &err);
     assert_non_null(store);
     assert_int_equal(n, 2);
@@ -144,7 +69,7 @@ static void test_cma_tlsmat__garbage_ca(void **state)
     /* a good certificate, then half of another: the check refuses it, a trust store keeps the
      * certificate that parses */
     char mixed[8192];
-    snprintf(mixed, sizeof(mixed), "%s%.*s", cert_a, (int)(strlen(cert_b) / 2), cert_b);
+    snprintf(mixed, sizeof(mixed), "%s%.*s", m->cert_a, (int)(strlen(m->cert_b) / 2), m->cert_b);
     cma_err_clear(&err);
     assert_int_equal(cma_tlsmat_check_ca(mixed, strlen(mixed), NULL, &err), CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "a certificate in it does not parse"));
@@ -160,24 +85,29 @@ static void test_cma_tlsmat__garbage_cert_and_key(void **state)
     (void)state;
     struct cma_err err;
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_check_pair("junk", 4, key_a, strlen(key_a), &err), CMA_ERR_TLS);
+    assert_int_equal(cma_tlsmat_check_pair("junk", 4, m->key_a, strlen(m->key_a), &err),
+                     CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "certificate: no PEM certificate in it"));
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_check_pair(cert_a, strlen(cert_a), "junk", 4, &err), CMA_ERR_TLS);
+    assert_int_equal(cma_tlsmat_check_pair(m->cert_a, strlen(m->cert_a), "junk", 4, &err),
+                     CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "key: no unencrypted PEM private key in it"));
-    put("junk.crt", "junk\n");
-    put("a.key", key_a);
+    cma_test_tls_put("junk.crt", "junk\n");
+    cma_test_tls_put("a.key", m->key_a);
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_check_pair_files(path_of("junk.crt"), path_of("a.key"), &err),
+    assert_int_equal(cma_tlsmat_check_pair_files(cma_test_tls_path("junk.crt"),
+                                                 cma_test_tls_path("a.key"), &err),
                      CMA_ERR_TLS);
-    assert_non_null(strstr(err.msg, path_of("junk.crt")));
-    assert_false(cma_tlsmat_leaf_current(path_of("junk.crt")));
+    assert_non_null(strstr(err.msg, cma_test_tls_path("junk.crt")));
+    assert_false(cma_tlsmat_leaf_current(cma_test_tls_path("junk.crt")));
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_check_pair_files("/nonexistent/x.crt", path_of("a.key"), &err),
-                     CMA_ERR_TLS);
+    assert_int_equal(
+        cma_tlsmat_check_pair_files("/nonexistent/x.crt", cma_test_tls_path("a.key"), &err),
+        CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "/nonexistent/x.crt"));
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_check_pair_files("", path_of("a.key"), &err), CMA_ERR_TLS);
+    assert_int_equal(cma_tlsmat_check_pair_files("", cma_test_tls_path("a.key"), &err),
+                     CMA_ERR_TLS);
     assert_string_equal(err.msg, "a certificate file and a key file are required");
 }
 
@@ -186,22 +116,26 @@ static void test_cma_tlsmat__mismatched_key_and_expired_leaf(void **state)
     (void)state;
     struct cma_err err;
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_check_pair(cert_a, strlen(cert_a), key_b, strlen(key_b), &err),
-                     CMA_ERR_TLS);
+    assert_int_equal(
+        cma_tlsmat_check_pair(m->cert_a, strlen(m->cert_a), m->key_b, strlen(m->key_b), &err),
+        CMA_ERR_TLS);
     assert_non_null(strstr(err.msg, "the private key does not match the certificate"));
-    put("a.crt", cert_a);
-    put("b.key", key_b);
+    cma_test_tls_put("a.crt", m->cert_a);
+    cma_test_tls_put("b.key", m->key_b);
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_check_pair_files(path_of("a.crt"), path_of("b.key"), &err),
-                     CMA_ERR_TLS);
+    assert_int_equal(
+        cma_tlsmat_check_pair_files(cma_test_tls_path("a.crt"), cma_test_tls_path("b.key"), &err),
+        CMA_ERR_TLS);
     char want[1200];
-    snprintf(want, sizeof(want), "certificate %s, key %s: ", path_of("a.crt"), path_of("b.key"));
+    snprintf(want, sizeof(want), "certificate %s, key %s: ", cma_test_tls_path("a.crt"),
+             cma_test_tls_path("b.key"));
     assert_memory_equal(err.msg, want, strlen(want));
     /* an expired pair still matches, but its leaf is not current */
-    put("old.crt", cert_old);
-    assert_int_equal(
-        cma_tlsmat_check_pair(cert_old, strlen(cert_old), key_old, strlen(key_old), NULL), CMA_OK);
-    assert_false(cma_tlsmat_leaf_current(path_of("old.crt")));
+    cma_test_tls_put("old.crt", m->cert_old);
+    assert_int_equal(cma_tlsmat_check_pair(m->cert_old, strlen(m->cert_old), m->key_old,
+                                           strlen(m->key_old), NULL),
+                     CMA_OK);
+    assert_false(cma_tlsmat_leaf_current(cma_test_tls_path("old.crt")));
     assert_false(cma_tlsmat_leaf_current("/nonexistent/x.crt"));
 }
 
@@ -214,26 +148,28 @@ static void test_cma_tlsmat_read_pem__messages(void **state)
     cma_err_clear(&err);
     char *pem = NULL;
     size_t len = 0;
-    put("a.crt", cert_a);
-    assert_int_equal(cma_tlsmat_read_pem("certificate", path_of("a.crt"), &pem, &len, &err),
-                     CMA_OK);
-    assert_int_equal(len, strlen(cert_a));
-    assert_string_equal(pem, cert_a);
+    cma_test_tls_put("a.crt", m->cert_a);
+    assert_int_equal(
+        cma_tlsmat_read_pem("certificate", cma_test_tls_path("a.crt"), &pem, &len, &err), CMA_OK);
+    assert_int_equal(len, strlen(m->cert_a));
+    assert_string_equal(pem, m->cert_a);
     free(pem);
-    put("empty.crt", "");
-    assert_int_equal(cma_tlsmat_read_pem("certificate", path_of("empty.crt"), &pem, &len, &err),
-                     CMA_ERR_TLS);
+    cma_test_tls_put("empty.crt", "");
+    assert_int_equal(
+        cma_tlsmat_read_pem("certificate", cma_test_tls_path("empty.crt"), &pem, &len, &err),
+        CMA_ERR_TLS);
     char want[1200];
-    snprintf(want, sizeof(want), "certificate %s is empty", path_of("empty.crt"));
+    snprintf(want, sizeof(want), "certificate %s is empty", cma_test_tls_path("empty.crt"));
     assert_string_equal(err.msg, want);
-    FILE *f = fopen(path_of("nul.key"), "wb");
+    FILE *f = fopen(cma_test_tls_path("nul.key"), "wb");
     assert_non_null(f);
     assert_int_equal(fwrite("a\0b", 1, 3, f), 3);
     assert_int_equal(fclose(f), 0);
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_read_pem("private key", path_of("nul.key"), &pem, &len, &err),
-                     CMA_ERR_TLS);
-    snprintf(want, sizeof(want), "private key %s is not PEM text", path_of("nul.key"));
+    assert_int_equal(
+        cma_tlsmat_read_pem("private key", cma_test_tls_path("nul.key"), &pem, &len, &err),
+        CMA_ERR_TLS);
+    snprintf(want, sizeof(want), "private key %s is not PEM text", cma_test_tls_path("nul.key"));
     assert_string_equal(err.msg, want);
     cma_err_clear(&err);
     assert_int_equal(cma_tlsmat_read_pem("client CA file", "/nonexistent/ca", &pem, &len, &err),
@@ -245,22 +181,24 @@ static void test_cma_tlsmat_read_pem__messages(void **state)
 static void test_cma_tlsmat_read__signature_and_errors(void **state)
 {
     (void)state;
-    put("t", "hello");
+    cma_test_tls_put("t", "hello");
     struct cma_tlsmat_sig sig, now;
     unsigned char *bytes = NULL;
     size_t len = 0;
     int e = -1;
     struct cma_err err;
     cma_err_clear(&err);
-    assert_int_equal(cma_tlsmat_read(path_of("t"), 64, &sig, &bytes, &len, &e, &err), CMA_OK);
+    assert_int_equal(cma_tlsmat_read(cma_test_tls_path("t"), 64, &sig, &bytes, &len, &e, &err),
+                     CMA_OK);
     assert_int_equal(e, 0);
     assert_int_equal(len, 5);
     assert_string_equal((char *)bytes, "hello");
     free(bytes);
-    cma_tlsmat_sig_stat(path_of("t"), &now);
+    cma_tlsmat_sig_stat(cma_test_tls_path("t"), &now);
     assert_true(now.exists);
     assert_true(cma_tlsmat_sig_eq(&sig, &now));
-    assert_int_equal(cma_tlsmat_read(path_of("t"), 4, &sig, &bytes, &len, &e, &err), CMA_ERR_IO);
+    assert_int_equal(cma_tlsmat_read(cma_test_tls_path("t"), 4, &sig, &bytes, &len, &e, &err),
+                     CMA_ERR_IO);
     assert_int_equal(e, EFBIG);
     assert_string_equal(err.msg, "cannot read it: over 4 bytes");
     cma_err_clear(&err);
@@ -315,31 +253,31 @@ static void test_cma_tlsmat_sig__rewrites(void **state)
 {
     (void)state;
     struct cma_tlsmat_sig s0, s1, s2, s3;
-    cma_tlsmat_sig_stat(path_of("gone"), &s0);
+    cma_tlsmat_sig_stat(cma_test_tls_path("gone"), &s0);
     assert_false(s0.exists);
-    put("c.crt", cert_a);
-    cma_tlsmat_sig_stat(path_of("c.crt"), &s1);
+    cma_test_tls_put("c.crt", m->cert_a);
+    cma_tlsmat_sig_stat(cma_test_tls_path("c.crt"), &s1);
     assert_true(s1.exists);
     assert_false(cma_tlsmat_sig_eq(&s0, &s1));
     /* rewritten in place, same size, mtime put back: within one tick nothing stat() reports
      * may move, so the first signature must not be settled (the reader compares the bytes) */
     struct timespec old[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
-    assert_int_equal(utimensat(AT_FDCWD, path_of("c.crt"), old, 0), 0);
-    cma_tlsmat_sig_stat(path_of("c.crt"), &s1);
-    put("c.crt", cert_b);
-    assert_int_equal(utimensat(AT_FDCWD, path_of("c.crt"), old, 0), 0);
-    cma_tlsmat_sig_stat(path_of("c.crt"), &s2);
+    assert_int_equal(utimensat(AT_FDCWD, cma_test_tls_path("c.crt"), old, 0), 0);
+    cma_tlsmat_sig_stat(cma_test_tls_path("c.crt"), &s1);
+    cma_test_tls_put("c.crt", m->cert_b);
+    assert_int_equal(utimensat(AT_FDCWD, cma_test_tls_path("c.crt"), old, 0), 0);
+    cma_tlsmat_sig_stat(cma_test_tls_path("c.crt"), &s2);
     assert_int_equal(s1.mtime.tv_sec, s2.mtime.tv_sec);
     assert_true(!cma_tlsmat_sig_eq(&s1, &s2) || !cma_tlsmat_sig_settled(&s1));
     assert_false(cma_tlsmat_sig_settled(&s1)); /* ctime moved with utimensat */
     /* replaced by rename (a new inode), same size and bytes: changed */
-    put("c.new", cert_b);
-    assert_int_equal(rename(path_of("c.new"), path_of("c.crt")), 0);
-    cma_tlsmat_sig_stat(path_of("c.crt"), &s3);
+    cma_test_tls_put("c.new", m->cert_b);
+    assert_int_equal(rename(cma_test_tls_path("c.new"), cma_test_tls_path("c.crt")), 0);
+    cma_tlsmat_sig_stat(cma_test_tls_path("c.crt"), &s3);
     assert_false(cma_tlsmat_sig_eq(&s2, &s3));
     /* rewritten with other bytes of another size: changed */
-    put("c.crt", cert_old);
-    cma_tlsmat_sig_stat(path_of("c.crt"), &s2);
+    cma_test_tls_put("c.crt", m->cert_old);
+    cma_tlsmat_sig_stat(cma_test_tls_path("c.crt"), &s2);
     assert_false(cma_tlsmat_sig_eq(&s2, &s3));
 }
 
@@ -355,5 +293,5 @@ int main(void)
         cmocka_unit_test(test_cma_tlsmat_sig__each_member_counts),
         cmocka_unit_test(test_cma_tlsmat_sig__rewrites),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cma_test_tls_setup, cma_test_tls_teardown);
 }
