@@ -14,7 +14,8 @@ JSON files that bench/report.py turns into docs/benchmarks.md; nothing here deci
   capture         one request per by-selector case; takes the PromQL from the adapter log (--v=5)
                   and the pod LISTs from the fake's request log, as the adapter sent them
   latency         interleaved rounds: adapter, same PromQL straight to Prometheus, same LIST(s)
-                  straight to the fake kube-apiserver
+                  straight to the fake kube-apiserver; plus /healthz and the discovery document
+                  on the adapter's connection (the HTTPS baseline, "baseline" in the output)
   discovery-latency  N back-to-back discovery GETs on one TLS connection
   timed           run a command; wall time and peak RSS (promtool, the generator)
   breakdown       requests to an adapter at --v=6; its log splits each into LIST, query, own work
@@ -365,15 +366,22 @@ def prom_request(conn, case):
     return conn.request("GET", "/api/v1/query?" + params)
 
 
+# The baselines of `latency`, on the adapter's connection, timed after the case rounds.
+BASELINE_PATHS = {"healthz": "/healthz", "discovery": DISCOVERY_PATH}
+
+
 def cmd_latency(args):
     """--rounds rounds; each round runs every case as: adapter request, the same PromQL straight
-    to Prometheus, the same pod LIST(s) straight to the fake. Checks statuses and item counts."""
+    to Prometheus, the same pod LIST(s) straight to the fake. Checks statuses and item counts.
+    Then as many rounds of the baselines (BASELINE_PATHS) on the same adapter connection; they go
+    to the result's "baseline" (p50 etc. in ms, like the cases)."""
     with open(args.cases, encoding="utf-8") as f:
         cases = json.load(f)
     adapter = Conn(args.adapter, {"Accept": "application/json"})
     prom = Conn(args.prom)
     kube = Conn(args.kube, {"Authorization": "Bearer " + args.token})
     times = {c["name"]: {"adapter": [], "direct": [], "kube_list": []} for c in cases}
+    baseline = {name: [] for name in BASELINE_PATHS}
     sizes = {}
     errors = []
     for rnd in range(args.rounds + args.warmup):
@@ -409,10 +417,26 @@ def cmd_latency(args):
                 t["adapter"].append(a_ns)
                 t["direct"].append(p_ns)
                 t["kube_list"].append(k_ns)
+    # The baselines, after the cases so that these stay measured as before: what any HTTPS
+    # request on the same keep-alive connection costs (/healthz, answered from memory on the
+    # event thread; the discovery document, answered from memory once authorized). Each follows
+    # an untimed direct query, so the adapter's connection has been idle for about as long as
+    # before a case's request (a request right after another on a hot connection is ~0.2 ms
+    # faster than one after a pause, which would flatter the baseline).
+    for rnd in range(args.rounds + args.warmup):
+        for name, path in BASELINE_PATHS.items():
+            prom_request(prom, cases[0])
+            status, _, b_ns = adapter.request("GET", path)
+            if status != 200:
+                errors.append("adapter %s: HTTP %d" % (path, status))
+            if rnd >= args.warmup:
+                baseline[name].append(b_ns)
     result = {"rounds": args.rounds, "warmup": args.warmup, "errors": errors[:20],
               "error_count": len(errors),
               "connections_opened": {"adapter": adapter.opens, "prometheus": prom.opens, "kube": kube.opens},
-              "tls": adapter.tls_info(), "cases": {}}
+              "tls": adapter.tls_info(), "cases": {},
+              "baseline": {name: dict(stats_ms(ns), path=BASELINE_PATHS[name])
+                           for name, ns in baseline.items()}}
     for case in cases:
         t = times[case["name"]]
         diffs = [a - p for a, p in zip(t["adapter"], t["direct"])]

@@ -12,7 +12,9 @@
  *   Status bodies, RFC 3339 times, watch-stream lines).
  * - kube.c: a constructor from a struct cma_kube_conn (tests use it with a plain-HTTP fake
  *   server).
- * - credentials.c (contract in cma/credentials.h): the snapshot a request sets on its handle. */
+ * - credentials.c (contract in cma/credentials.h): the snapshot a request sets on its handle.
+ * - tls_route.c: a kubeconfig's tls-server-name as a renamed URL, a CURLOPT_CONNECT_TO entry and
+ *   a Host line, for both clients. */
 #ifndef CMA_CLIENTS_INTERNAL_H
 #define CMA_CLIENTS_INTERNAL_H
 
@@ -135,6 +137,10 @@ struct cma_transport {
     struct cma_creds *creds;       /* owned; set by the client after init */
     struct curl_slist *connect_to; /* owned; NULL, or CURLOPT_CONNECT_TO entries */
     int64_t connect_timeout_ms;
+    /* Ask for compressed answers (Accept-Encoding: every encoding curl decodes) when the
+     * request's own headers say nothing: the kube client sets it; Prometheus is asked for none
+     * (it gzips every answer; transport.c DESIGN, docs/configuration.md "Compression"). */
+    bool ask_compressed;
     struct cma_client_notifier notifier;
 };
 
@@ -195,6 +201,25 @@ enum cma_errc cma_transport_status_error(const struct cma_transport_errors *e, l
 enum cma_errc cma_transport_curl_error(const struct cma_transport_errors *e, CURLcode crc,
                                        const char *why, const char *what, const char *where,
                                        int64_t timeout_ms, struct cma_err *reterr);
+
+/* ---- tls_route.c ------------------------------------------------------------------------- */
+
+/* How requests for a URL go out under a tls-server-name (client-go's ServerName). Owned strings;
+ * all NULL when there is no reroute. */
+struct cma_tls_route {
+    char *url;        /* the URL with tls_name for host (SNI, certificate check), no trailing '/' */
+    char *connect_to; /* "tls_name:port:host:port" for CURLOPT_CONNECT_TO: the TCP connection goes
+                         to the URL's host and port (the scheme's default when it has none) */
+    char *host_line;  /* "Host: host[:port]", the URL's own host and port, as Go sends it */
+};
+
+/* The route of url under tls_name, for any scheme (the caller decides whether its scheme wants
+ * one). tls_name NULL or "": CMA_OK with every member NULL (no reroute). CMA_ERR_CONFIG_VALUE
+ * when url does not parse or has no host, or tls_name is no valid host name (the caller words the
+ * message); CMA_ERR_NOMEM. On failure *ret holds nothing. Free with cma_tls_route_done(). */
+enum cma_errc cma_clients_tls_route(const char *url, const char *tls_name,
+                                    struct cma_tls_route *ret);
+void cma_tls_route_done(struct cma_tls_route *r);
 
 /* ---- kubeconfig.c ------------------------------------------------------------------------ */
 

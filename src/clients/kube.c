@@ -8,8 +8,9 @@
  * key, token or tokenFile, basic auth) are a struct cma_creds (credentials.c) held by the
  * client's transport: checked at construction, every file re-read when it changes (projected
  * service-account tokens rotate), a refused rotation reported to the notifier. tls-server-name is
- * done with CURLOPT_CONNECT_TO: the request URL names the TLS name (SNI and certificate check)
- * and curl connects to the configured host. Transport failures and timeouts are
+ * tls_route.c's, as prom.c's: the request URL names the TLS name (SNI and certificate check),
+ * curl connects to the configured host (CURLOPT_CONNECT_TO) and Host stays the configured host,
+ * as client-go sends it. Transport failures and timeouts are
  * CMA_ERR_KUBE_UNAVAILABLE (KUBE_ERRORS below, transport.c's one mapping); HTTP answers are
  * judged by the caller: discovery skips groups that answer an error (an aggregated API that is
  * down), LIST maps 404 → NOT_FOUND, 5xx and 429 → KUBE_UNAVAILABLE, others → KUBE_ERROR with the
@@ -94,38 +95,33 @@ void cma_kube_set_notifier(struct cma_kube *k, const struct cma_client_notifier 
         k->tr.notifier = n ? *n : (struct cma_client_notifier){0};
 }
 
-/* For tls-server-name: connects to the server's host while naming tls_name in the URL (so the
- * certificate is checked against it); sets connect_to and server. */
-static enum cma_errc set_connect_to(struct cma_kube *k, CURLU *u, const char *scheme,
-                                    const char *host, const char *port, const char *tls_name,
-                                    struct cma_err *reterr)
+/* For tls-server-name (tls_route.c): requests name tls_name in the URL (SNI and certificate
+ * check), connect to the server's host and port and send its host in Host. Sets server,
+ * connect_to and *host_line. */
+static enum cma_errc set_route(struct cma_kube *k, const char *tls_name, char **host_line,
+                               struct cma_err *reterr)
 {
-    const char *p = port ? port : (strcmp(scheme, "https") == 0 ? "443" : "80");
-    struct cma_buf entry;
-    cma_buf_init(&entry, 0);
-    bool ok = cma_buf_printf(&entry, "%s:%s:%s:%s", tls_name, p, host, p) == CMA_OK &&
-              curl_url_set(u, CURLUPART_HOST, tls_name, 0) == CURLUE_OK &&
-              (k->tr.connect_to = curl_slist_append(NULL, cma_buf_str(&entry))) != NULL;
-    cma_buf_done(&entry);
-    if (!ok)
-        return cma_err_set(reterr, CMA_ERR_CONFIG_VALUE, "invalid tls-server-name \"%s\"",
-                           tls_name);
-    char *full = NULL;
-    if (curl_url_get(u, CURLUPART_URL, &full, 0) == CURLUE_OK && full) {
-        size_t flen = strlen(full);
-        while (flen > 0 && full[flen - 1] == '/')
-            flen--;
-        k->server = cma_strndup(full, flen);
+    struct cma_tls_route r;
+    enum cma_errc rc = cma_clients_tls_route(k->server_public, tls_name, &r);
+    if (rc == CMA_OK && !(k->tr.connect_to = curl_slist_append(NULL, r.connect_to)))
+        rc = CMA_ERR_NOMEM;
+    if (rc == CMA_OK) {
+        k->server = r.url;
+        *host_line = r.host_line;
+        r.url = r.host_line = NULL;
     }
-    curl_free(full);
-    if (!k->server)
+    cma_tls_route_done(&r);
+    if (rc == CMA_ERR_CONFIG_VALUE)
+        return cma_err_set(reterr, rc, "invalid tls-server-name \"%s\"", tls_name);
+    if (rc != CMA_OK)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     return CMA_OK;
 }
 
-/* Checks the server URL and sets server/server_public (and connect_to for tls-server-name). */
+/* Checks the server URL and sets server/server_public (and connect_to and *host_line for
+ * tls-server-name). */
 static enum cma_errc set_server(struct cma_kube *k, const char *server, const char *tls_name,
-                                struct cma_err *reterr)
+                                char **host_line, struct cma_err *reterr)
 {
     size_t len = strlen(server);
     while (len > 0 && server[len - 1] == '/')
@@ -137,7 +133,7 @@ static enum cma_errc set_server(struct cma_kube *k, const char *server, const ch
     if (!u)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     CURLUcode uc = curl_url_set(u, CURLUPART_URL, k->server_public, 0);
-    char *scheme = NULL, *host = NULL, *port = NULL;
+    char *scheme = NULL, *host = NULL;
     enum cma_errc rc = CMA_OK;
     if (uc != CURLUE_OK) {
         rc = cma_err_set(reterr, CMA_ERR_CONFIG_VALUE, "invalid Kubernetes API server \"%s\": %s",
@@ -145,8 +141,7 @@ static enum cma_errc set_server(struct cma_kube *k, const char *server, const ch
         goto done;
     }
     if (cma_clients_url_part(u, CURLUPART_SCHEME, &scheme) != CMA_OK ||
-        cma_clients_url_part(u, CURLUPART_HOST, &host) != CMA_OK ||
-        cma_clients_url_part(u, CURLUPART_PORT, &port) != CMA_OK) {
+        cma_clients_url_part(u, CURLUPART_HOST, &host) != CMA_OK) {
         rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -161,21 +156,22 @@ static enum cma_errc set_server(struct cma_kube *k, const char *server, const ch
         if (!k->server)
             rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     } else {
-        rc = set_connect_to(k, u, scheme, host, port, tls_name, reterr);
+        rc = set_route(k, tls_name, host_line, reterr);
     }
 done:
     free(scheme);
     free(host);
-    free(port);
     curl_url_cleanup(u);
     return rc;
 }
 
+/* A header list of a, then b and c when not NULL. */
 static enum cma_errc header_list(struct curl_slist **list, const char *a, const char *b,
-                                 struct cma_err *reterr)
+                                 const char *c, struct cma_err *reterr)
 {
     *list = curl_slist_append(NULL, a);
     struct curl_slist *l = *list && b ? curl_slist_append(*list, b) : *list;
+    l = l && c ? curl_slist_append(l, c) : l;
     if (!l) {
         curl_slist_free_all(*list);
         *list = NULL;
@@ -198,19 +194,23 @@ enum cma_errc cma_kube_new_from_conn(const struct cma_kube_conn *conn, int64_t t
     int64_t connect_ms =
         k->timeout_ms < MAX_CONNECT_TIMEOUT_MS ? k->timeout_ms : MAX_CONNECT_TIMEOUT_MS;
     enum cma_errc rc = cma_transport_init(&k->tr, "kube", &KUBE_ERRORS, connect_ms, reterr);
+    k->tr.ask_compressed = true; /* kube-apiserver compresses only answers over 128 KiB */
+    char *host = NULL;           /* "Host: ..." under tls-server-name */
     if (rc == CMA_OK)
-        rc = set_server(k, conn->server, conn->tls_server_name, reterr);
+        rc = set_server(k, conn->server, conn->tls_server_name, &host, reterr);
     struct cma_kube_conn_labels labels;
     struct cma_cred_spec spec;
     cma_kube_conn_cred_spec(conn, &labels, &spec);
     if (rc == CMA_OK)
         rc = cma_creds_new(&spec, &k->tr.creds, reterr);
     if (rc == CMA_OK)
-        rc = header_list(&k->accept_json, ACCEPT_JSON, NULL, reterr);
+        rc = header_list(&k->accept_json, ACCEPT_JSON, host, NULL, reterr);
     if (rc == CMA_OK)
-        rc = header_list(&k->accept_metadata, ACCEPT_METADATA, NULL, reterr);
+        rc = header_list(&k->accept_metadata, ACCEPT_METADATA, host, NULL, reterr);
     if (rc == CMA_OK)
-        rc = header_list(&k->post_json, ACCEPT_JSON, "Content-Type: application/json", reterr);
+        rc =
+            header_list(&k->post_json, ACCEPT_JSON, "Content-Type: application/json", host, reterr);
+    free(host);
     if (rc != CMA_OK) {
         cma_kube_free(k);
         return rc;

@@ -19,9 +19,17 @@
  * request gets at most the time left before that request's deadline (none left: the timeout
  * error at once, nothing sent), and curl's progress callback, which curl calls about once a
  * second while the peer is silent and more often while data flows, aborts it once the request's
- * client has gone; either ends as errors->timeout, so a query never outlives its request. */
+ * client has gone; either ends as errors->timeout, so a query never outlives its request.
+ *
+ * Compression (see accept_encoding): Prometheus is asked for none unless the caller's headers
+ * ask (--prometheus-header or a backend's headers: Accept-Encoding=gzip), since it gzips every
+ * answer, however small, and compressing plus inflating cost more than the bytes saved on
+ * loopback or a cluster network (docs/configuration.md, "Compression"); the Kubernetes API is
+ * asked for every encoding curl decodes, as before (kube-apiserver compresses only large
+ * answers). */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cma/backend.h"
 #include "cma/clock.h"
@@ -167,6 +175,28 @@ static struct curl_slist *headers_of(struct transfer *x, const struct cma_http_r
     return &x->auth_node;
 }
 
+/* Does this header line name Accept-Encoding ("Accept-Encoding: gzip", or "Accept-Encoding;",
+ * curl's form of an empty value)? */
+static bool is_accept_encoding(const char *line)
+{
+    static const char name[] = "Accept-Encoding";
+    size_t n = sizeof(name) - 1;
+    return strncasecmp(line, name, n) == 0 && (line[n] == ':' || line[n] == ';');
+}
+
+/* CURLOPT_ACCEPT_ENCODING for req: "" (every encoding curl decodes, and curl decodes the answer)
+ * when the caller's headers carry an Accept-Encoding line (curl then sends that line instead of
+ * its own) or the client asks for compressed answers (t->ask_compressed); NULL (nothing asked,
+ * nothing decoded) otherwise (see DESIGN). */
+static const char *accept_encoding(const struct cma_transport *t,
+                                   const struct cma_http_request *req)
+{
+    for (const struct curl_slist *l = req->headers; l; l = l->next)
+        if (l->data && is_accept_encoding(l->data))
+            return "";
+    return t->ask_compressed ? "" : NULL;
+}
+
 static enum cma_errc set_body(CURL *h, const struct cma_http_request *req, struct cma_err *reterr)
 {
     if (strcmp(req->method, "POST") != 0) {
@@ -216,7 +246,7 @@ static enum cma_errc configure(const struct cma_transport *t, struct transfer *x
     SETOPT(h, CURLOPT_NOSIGNAL, 1L);
     SETOPT(h, CURLOPT_TIMEOUT_MS, (long)x->timeout_ms);
     SETOPT(h, CURLOPT_CONNECTTIMEOUT_MS, (long)t->connect_timeout_ms);
-    SETOPT(h, CURLOPT_ACCEPT_ENCODING, "");
+    SETOPT(h, CURLOPT_ACCEPT_ENCODING, accept_encoding(t, req));
     SETOPT(h, CURLOPT_TCP_KEEPALIVE, 1L);
     SETOPT(h, CURLOPT_TCP_NODELAY, 1L);
     SETOPT(h, CURLOPT_USERAGENT, "custom-metrics-adapter/" CMA_VERSION);

@@ -384,6 +384,92 @@ static void test_cma_transport_perform__connect_to(void **state)
     cma_fake_http_stop(s);
 }
 
+/* One GET of url with headers through t; returns the body (the caller frees it). */
+static char *get_body(struct cma_transport *t, const char *url, struct curl_slist *headers)
+{
+    struct cma_buf body;
+    cma_buf_init(&body, 1024);
+    struct cma_http_request req = {.method = "GET",
+                                   .url = url,
+                                   .what = "/api/v1/query",
+                                   .where = url,
+                                   .headers = headers,
+                                   .timeout_ms = 2000,
+                                   .gather = &body};
+    struct cma_http_result res;
+    struct cma_err err;
+    cma_err_clear(&err);
+    if (cma_transport_perform(t, &req, &res, &err) != CMA_OK)
+        fail_msg("cma_transport_perform: %s", err.msg);
+    assert_int_equal(res.status, 200);
+    char *s = strdup(cma_buf_str(&body));
+    cma_buf_done(&body);
+    return s;
+}
+
+/* Compression: Prometheus gzips every answer, which costs more than it saves on small ones, so
+ * the "prometheus" client asks for no encoding; a caller's own Accept-Encoding line (a
+ * --prometheus-header) is sent as given and the answer inflated; the kube client still asks for
+ * every encoding curl decodes. */
+static void test_cma_transport_perform__accept_encoding(void **state)
+{
+    (void)state;
+    /* gzip of {"ok":true}; the fake writes Content-Type's value verbatim, so it carries
+     * Content-Encoding too */
+    static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xab\x56\xca\xcf\x56\xb2"
+                             "\x2a\x29\x2a\x4d\xad\x05\x00\x90\x5f\xd4\xa7\x0b\x00\x00\x00";
+    struct cma_fake_answer a[] = {{.path = "/plain", .status = 200, .body = "{\"ok\":true}"},
+                                  {.path = "/gzip",
+                                   .status = 200,
+                                   .content_type = "application/json\r\nContent-Encoding: gzip",
+                                   .body = gz,
+                                   .body_len = sizeof(gz) - 1}};
+    struct cma_fake_http *s = serve(a, 2);
+    char *plain = cma_fake_http_url(s, "/plain");
+    char *gzip = cma_fake_http_url(s, "/gzip");
+    struct curl_slist *ask = curl_slist_append(NULL, "Accept: application/json");
+    ask = curl_slist_append(ask, "accept-encoding: gzip");
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_transport prom, kube;
+    assert_int_equal(cma_transport_init(&prom, "prometheus", &BACKEND, 2000, &err), CMA_OK);
+    assert_int_equal(cma_transport_init(&kube, "kube", &KUBE, 2000, &err), CMA_OK);
+    kube.ask_compressed = true; /* as cma_kube_new sets it */
+    struct cma_cred_spec none = {0};
+    assert_int_equal(cma_creds_new(&none, &prom.creds, &err), CMA_OK);
+    assert_int_equal(cma_creds_new(&none, &kube.creds, &err), CMA_OK);
+
+    /* prometheus, nothing asked: no Accept-Encoding line */
+    char *got = get_body(&prom, plain, NULL);
+    assert_string_equal(got, "{\"ok\":true}");
+    free(got);
+    assert_null(strcasestr(cma_fake_http_request(s, 0)->head, "\r\nAccept-Encoding"));
+    /* prometheus, the caller's line: sent once, as given, and the gzip answer inflated */
+    got = get_body(&prom, gzip, ask);
+    assert_string_equal(got, "{\"ok\":true}");
+    free(got);
+    const char *head = cma_fake_http_request(s, 1)->head;
+    assert_true(cma_fake_http_has_header(s, 1, "Accept-Encoding: gzip"));
+    assert_ptr_equal(strcasestr(head, "\r\nAccept-Encoding"), strstr(head, "\r\naccept-encoding"));
+    assert_null(strcasestr(strcasestr(head, "\r\nAccept-Encoding") + 2, "\r\nAccept-Encoding"));
+    /* the Kubernetes API: every encoding curl decodes, as before */
+    got = get_body(&kube, gzip, NULL);
+    assert_string_equal(got, "{\"ok\":true}");
+    free(got);
+    const char *ae = strcasestr(cma_fake_http_request(s, 2)->head, "\r\nAccept-Encoding: ");
+    assert_non_null(ae);
+    char line[256];
+    snprintf(line, sizeof(line), "%.*s", (int)strcspn(ae + 2, "\r"), ae + 2);
+    assert_non_null(strstr(line, "gzip"));
+
+    cma_transport_done(&prom);
+    cma_transport_done(&kube);
+    curl_slist_free_all(ask);
+    free(plain);
+    free(gzip);
+    cma_fake_http_stop(s);
+}
+
 /* One mapping, two tables: which status is "unavailable", "not found" or an error. */
 static void test_cma_transport_status_code__tables(void **state)
 {
@@ -459,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_cma_transport_perform__write_callback_streams_and_stops),
         cmocka_unit_test(test_cma_transport_perform__unreachable_and_timeouts),
         cmocka_unit_test(test_cma_transport_perform__connect_to),
+        cmocka_unit_test(test_cma_transport_perform__accept_encoding),
         cmocka_unit_test(test_cma_transport_status_code__tables),
         cmocka_unit_test(test_cma_transport_status_error__messages),
         cmocka_unit_test(test_cma_transport_curl_error__classes),
