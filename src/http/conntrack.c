@@ -17,10 +17,11 @@
  *   request in progress (unfinished handshakes first, then unfinished requests, then idle
  *   keep-alive): whoever holds slots without using them cannot keep new clients out. The
  *   owner's own hard limit sits above max_open, so the newcomer is accepted to begin with.
- * - The sweeper sleeps until the earliest head deadline (at most a second); an append to an
- *   empty list wakes it so a shorter deadline is not missed. Cuts are counted and reported as one
- *   event a second at most (a flood of slow clients must not flood the log); the tracker does
- *   not log: the owner's on_event callback does (server.c). */
+ * - The sweeper sleeps until the earliest head deadline (at most a second); an append whose
+ *   deadline comes before that wake-up (sleep_until) wakes it so a shorter deadline is not
+ *   missed, and no other append does: most requests never wake it. Cuts are counted and reported as
+ * one event a second at most (a flood of slow clients must not flood the log); the tracker does not
+ * log: the owner's on_event callback does (server.c). */
 #include "http_internal.h"
 
 #include <errno.h>
@@ -54,7 +55,7 @@ struct conn_list {
 struct cma_conntrack {
     struct cma_conntrack_config cfg;
     pthread_mutex_t lock;
-    pthread_cond_t wake;  /* the sweeper: stop, or a list went from empty to non-empty */
+    pthread_cond_t wake;  /* the sweeper: stop, or a deadline earlier than sleep_until */
     pthread_cond_t empty; /* `open` dropped to 0 */
     struct conn_list lists[L_COUNT];
     size_t open;
@@ -65,6 +66,7 @@ struct cma_conntrack {
     uint64_t cut_evict;
     uint64_t cut_logged[L_COUNT]; /* deadline cuts per phase not yet logged */
     uint64_t evict_logged;        /* evictions not yet logged */
+    int64_t sleep_until; /* when the waiting sweeper looks again; INT64_MIN while it is awake */
     bool draining;
     bool stopping;
     bool sweeper_started;
@@ -130,7 +132,9 @@ static void append_conn(struct cma_conn *c, int64_t duration_ms)
     else
         l->head = c;
     l->tail = c;
-    if (!c->prev)
+    /* Only a deadline before the sweeper's wake-up needs it now: signalling every request's
+     * append cost two context switches per request (the sweeper woke to find nothing to do). */
+    if (c->deadline_ms < t->sleep_until)
         pthread_cond_signal(&t->wake);
 }
 
@@ -186,6 +190,7 @@ enum cma_errc cma_conntrack_new(const struct cma_conntrack_config *cfg, struct c
     if (!t)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     t->cfg = *cfg;
+    t->sleep_until = INT64_MIN; /* the sweeper sweeps before it first sleeps */
     pthread_condattr_t attr;
     bool ok = pthread_condattr_init(&attr) == 0;
     if (ok) {
@@ -261,16 +266,20 @@ static void *sweeper_main(void *arg)
             /* at most one report per LOG_INTERVAL_MS, however many deadlines pass */
             int64_t now = cma_clock_mono_ms();
             if (now >= next_log) {
-                report_cuts(t);
+                report_cuts(t); /* unlocks while it reports: sweep again before sleeping */
                 next_log = now + LOG_INTERVAL_MS;
-            } else if (next_log < next) {
+                continue;
+            }
+            if (next_log < next) {
                 next = next_log;
             }
         }
         if (t->stopping)
             break;
         struct timespec until = mono_timespec(next);
+        t->sleep_until = next;
         pthread_cond_timedwait(&t->wake, &t->lock, &until);
+        t->sleep_until = INT64_MIN;
     }
     pthread_mutex_unlock(&t->lock);
     return NULL;
