@@ -1167,6 +1167,7 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         .keep_alive_timeout_ms = o->keep_alive_timeout_ms,
         .max_request_header_bytes = (size_t)o->max_request_header_bytes,
         .client_ca_file = rt->client_ca_union[0] ? rt->client_ca_union : NULL,
+        .try_inline = cma_app_try_inline, /* discovery from memory on the event thread */
     };
     if (cma_server_start(&sc, cma_app_handle, app, &rt->server, &err) != CMA_OK) {
         log_err("server", &err);

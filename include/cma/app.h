@@ -63,4 +63,17 @@ void cma_app_register_metrics(struct cma_app *app, struct cma_metrics *m);
 /* cma_handler_fn for the server: `app` is a struct cma_app. Thread-safe. */
 void cma_app_handle(void *app, const struct cma_request *req, struct cma_response *resp);
 
+/* cma_inline_fn for the server (server.h): the same handling as cma_app_handle, run on the
+ * event thread with no wait allowed. It answers (true) only when the whole answer comes from
+ * memory: the route is a discovery document, /, /version, /openapi, a health endpoint or an
+ * unknown path (404/400), the method is not GET/HEAD (405), and authentication and
+ * authorization are decided without a webhook call (certificates, anonymous, a cached
+ * TokenReview answer; system:masters, --authorization-always-allow-paths, a cached
+ * SubjectAccessReview answer). Then status, body, log line and metrics are those
+ * cma_app_handle gives. Otherwise false, with nothing written, counted or logged: the server
+ * hands the request to a worker, which runs cma_app_handle. Never blocks: it takes only short
+ * mutexes never held across I/O (auth snapshot, verifier and webhook caches, catalog store,
+ * discovery's ruleset pointer, a metric's label set). Thread-safe. */
+bool cma_app_try_inline(void *app, const struct cma_request *req, struct cma_response *resp);
+
 #endif

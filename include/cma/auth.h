@@ -91,6 +91,31 @@ enum cma_errc cma_auth_refresh(struct cma_auth *a, struct cma_err *reterr);
 enum cma_errc cma_auth_authenticate(struct cma_auth *a, const struct cma_request *req,
                                     struct cma_user **ret, struct cma_err *reterr);
 
+/* How far authentication and authorization may go for an answer. CMA_AUTH_MAY_BLOCK: webhook
+ * calls (TokenReview, SubjectAccessReview) as needed, on a worker. CMA_AUTH_MEMORY_ONLY: the
+ * event thread's attempt (server.h, cma_inline_fn): certificates are verified (CPU only) and
+ * cached webhook answers used; where a webhook call would be needed the call returns
+ * CMA_ERR_WOULD_BLOCK having counted and logged nothing, so the request can be run again with
+ * CMA_AUTH_MAY_BLOCK. The locks taken are the snapshot pointer's, the verifier cache's and the
+ * webhook caches' mutexes, none of which is ever held across I/O. */
+enum cma_auth_wait { CMA_AUTH_MAY_BLOCK, CMA_AUTH_MEMORY_ONLY };
+
+/* What an authentication counts in the self-metrics, kept until the caller knows the request
+ * will not be run again (cma_auth_count_authn). */
+struct cma_authn_tally {
+    const char *method;      /* "requestheader", "x509", "token", "anonymous" */
+    const char *result;      /* "success", "failure", "error" */
+    signed char token_cache; /* TokenReview cache lookup: -1 none, 0 miss, 1 hit */
+};
+
+/* cma_auth_authenticate with a choice of waiting, counting nothing: *tally says what to count
+ * (cma_auth_count_authn) unless the answer is CMA_ERR_WOULD_BLOCK (then nothing is). */
+enum cma_errc cma_auth_authenticate_wait(struct cma_auth *a, const struct cma_request *req,
+                                         enum cma_auth_wait wait, struct cma_authn_tally *tally,
+                                         struct cma_user **ret, struct cma_err *reterr);
+/* Counts what cma_auth_authenticate_wait decided. */
+void cma_auth_count_authn(struct cma_auth *a, const struct cma_authn_tally *tally);
+
 /* The attributes kube's RequestInfo gives a request (reference §7.2). */
 struct cma_authz_attrs {
     bool resource_request;
@@ -123,6 +148,12 @@ enum cma_authz_decision { CMA_AUTHZ_ALLOW, CMA_AUTHZ_DENY };
 enum cma_errc cma_auth_authorize(struct cma_auth *a, const struct cma_user *u,
                                  const struct cma_authz_attrs *at, enum cma_authz_decision *ret,
                                  char **ret_reason, struct cma_err *reterr);
+/* cma_auth_authorize with a choice of waiting: with CMA_AUTH_MEMORY_ONLY a SubjectAccessReview
+ * whose answer is not cached is CMA_ERR_WOULD_BLOCK, and nothing is counted. */
+enum cma_errc cma_auth_authorize_wait(struct cma_auth *a, const struct cma_user *u,
+                                      const struct cma_authz_attrs *at, enum cma_auth_wait wait,
+                                      enum cma_authz_decision *ret, char **ret_reason,
+                                      struct cma_err *reterr);
 
 /* Parses a TokenReview response body: CMA_OK with *ret for an authenticated token,
  * CMA_ERR_UNAUTHORIZED otherwise. Exposed for tests. */

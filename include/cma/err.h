@@ -45,7 +45,9 @@
     X(NOMEM, 500, "InternalError", "out of memory")                                                \
     X(IO, 500, "InternalError", "an I/O operation failed")                                         \
     X(TLS, 500, "InternalError", "TLS material cannot be loaded or generated")                     \
-    X(INTERNAL, 500, "InternalError", "an internal invariant failed")
+    X(INTERNAL, 500, "InternalError", "an internal invariant failed")                              \
+    X(WOULD_BLOCK, 503, "ServiceUnavailable",                                                      \
+      "the answer needs a network call the caller may not wait for (never sent to a client)")
 
 enum cma_errc {
 #define CMA_ERRC_ENUM(name, status, reason, meaning) CMA_ERR_##name,

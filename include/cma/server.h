@@ -7,7 +7,9 @@
  * bodies are ignored; bodies over 1 MiB → 413). When all max_requests_inflight workers are busy
  * the server answers 429 itself. Health probes without credentials (GET/HEAD /healthz, /livez,
  * /readyz and their subpaths, no Authorization header) run on the event-loop thread instead:
- * the handler must answer them without blocking.
+ * the handler must answer them without blocking. With cma_server_config.try_inline set, every
+ * other request is first offered to it on the event-loop thread; what it declines goes to a
+ * worker.
  * Limits: max_connections in all (at the limit a new connection takes the slot of the oldest
  * one without a request in progress), max_connections_per_client per client IP address; absolute
  * deadlines for the TLS handshake (from accept) and for receiving a request (from the end of
@@ -83,6 +85,16 @@ struct cma_response {
 
 typedef void (*cma_handler_fn)(void *app, const struct cma_request *req, struct cma_response *resp);
 
+/* Optional: the event thread's attempt to answer a request without a worker (a thread switch
+ * there and back per request). Called on the event-loop thread for every complete request
+ * that is not a credential-less probe, with the query decoded and the deadline set, and `resp`
+ * initialised as for the handler. true: `resp` is the complete answer, sent as the handler's
+ * would be. false: `resp` must be as it was given (nothing written, nothing counted or logged
+ * for the request); the request then goes to a worker exactly as without this callback (429
+ * when every worker is busy). It must never wait: no network call and no lock that anyone
+ * holds across I/O. */
+typedef bool (*cma_inline_fn)(void *app, const struct cma_request *req, struct cma_response *resp);
+
 struct cma_server_config {
     const char *bind_address;    /* "0.0.0.0", "127.0.0.1", "::" */
     int port;                    /* 0 → the OS picks; cma_server_port() tells */
@@ -100,6 +112,7 @@ struct cma_server_config {
     int64_t keep_alive_timeout_ms;       /* idle between requests (inactivity); 0 → 120000 */
     size_t max_request_header_bytes;     /* request line + headers, about; 0 → 16384, min 4096 */
     unsigned tls_reload_interval_ms;     /* how often cert_file/key_file are checked; 0 → 5000 */
+    cma_inline_fn try_inline; /* answers from memory on the event thread; NULL: all to workers */
 };
 
 struct cma_server;
@@ -125,6 +138,7 @@ struct cma_server_stats {
     uint64_t cut_evict;       /* connections closed to make room at max_connections */
     uint64_t rejected_busy;   /* 429s: every worker was busy */
     uint64_t rejected_target; /* 400s: invalid request target */
+    uint64_t inline_answers;  /* requests try_inline answered on the event thread */
 };
 void cma_server_stats(struct cma_server *s, struct cma_server_stats *ret);
 /* Serving certificate reload. A watcher thread calls this every tls_reload_interval_ms; tests

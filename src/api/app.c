@@ -287,32 +287,25 @@ static bool selectors_fit(const struct cma_request *req, struct cma_response *re
     return true;
 }
 
-/* Delegated authentication and authorization before anything else is looked at (kube's filter
- * order). false when the response was written (401, 403 or 500). */
-static bool auth_gate(struct cma_app *app, const struct cma_request *req,
-                      const struct cma_route *route, struct cma_response *resp,
-                      struct cma_api_request_info *info)
+/* What the gate decided: go on, the response was written, or (memory only) a webhook call is
+ * needed: nothing was written, counted or logged. */
+enum gate { GATE_PASS, GATE_ANSWERED, GATE_WOULD_BLOCK };
+
+/* The authorization half of auth_gate; *user is the authenticated user. */
+static enum gate authorize_gate(struct cma_app *app, const struct cma_request *req,
+                                const struct cma_route *route, const struct cma_user *user,
+                                enum cma_auth_wait wait, struct cma_response *resp)
 {
-    if (!app->auth)
-        return true;
     struct cma_err err;
     cma_err_clear(&err);
-    struct cma_user *user = NULL;
-    enum cma_errc rc = cma_auth_authenticate(app->auth, req, &user, &err);
-    if (rc != CMA_OK) {
-        cma_log_v(2, "authentication of %s failed: %s", req->path, err.msg);
-        if (rc == CMA_ERR_UNAUTHORIZED)
-            cma_api_reply_errorf(resp, CMA_ERR_UNAUTHORIZED, "Unauthorized");
-        else
-            cma_api_reply_error(resp, &err);
-        return false;
-    }
-    snprintf(info->user, sizeof info->user, "%s", user->name);
     struct cma_authz_attrs at;
     cma_authz_attrs_from_route(req->path, route, &at);
     enum cma_authz_decision decision = CMA_AUTHZ_DENY;
     char *reason = NULL;
-    rc = cma_auth_authorize(app->auth, user, &at, &decision, &reason, &err);
+    enum cma_errc rc =
+        cma_auth_authorize_wait(app->auth, user, &at, wait, &decision, &reason, &err);
+    if (rc == CMA_ERR_WOULD_BLOCK)
+        return GATE_WOULD_BLOCK;
     bool pass = rc == CMA_OK && decision == CMA_AUTHZ_ALLOW;
     if (rc != CMA_OK) {
         cma_log_warn("authorization of %s failed: %s", req->path, err.msg);
@@ -329,8 +322,42 @@ static bool auth_gate(struct cma_app *app, const struct cma_request *req,
             cma_api_reply_errorf(resp, CMA_ERR_FORBIDDEN, "forbidden");
     }
     free(reason);
+    return pass ? GATE_PASS : GATE_ANSWERED;
+}
+
+/* Delegated authentication and authorization before anything else is looked at (kube's filter
+ * order): 401, 403 or 500 are written here. With CMA_AUTH_MEMORY_ONLY, a credential or decision
+ * that needs a webhook call is GATE_WOULD_BLOCK, and the authentication is not counted either
+ * (the worker that runs the request again counts it). */
+static enum gate auth_gate(struct cma_app *app, const struct cma_request *req,
+                           const struct cma_route *route, enum cma_auth_wait wait,
+                           struct cma_response *resp, struct cma_api_request_info *info)
+{
+    if (!app->auth)
+        return GATE_PASS;
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_user *user = NULL;
+    struct cma_authn_tally tally;
+    enum cma_errc rc = cma_auth_authenticate_wait(app->auth, req, wait, &tally, &user, &err);
+    if (rc == CMA_ERR_WOULD_BLOCK)
+        return GATE_WOULD_BLOCK;
+    if (rc != CMA_OK) {
+        cma_auth_count_authn(app->auth, &tally);
+        cma_log_v(2, "authentication of %s failed: %s", req->path, err.msg);
+        if (rc == CMA_ERR_UNAUTHORIZED)
+            cma_api_reply_errorf(resp, CMA_ERR_UNAUTHORIZED, "Unauthorized");
+        else
+            cma_api_reply_error(resp, &err);
+        return GATE_ANSWERED;
+    }
+    enum gate g = authorize_gate(app, req, route, user, wait, resp);
+    if (g != GATE_WOULD_BLOCK) {
+        cma_auth_count_authn(app->auth, &tally);
+        snprintf(info->user, sizeof info->user, "%s", user->name);
+    }
     cma_user_free(user);
-    return pass;
+    return g;
 }
 
 void cma_app_set_rules(struct cma_app *app, const struct cma_ruleset *rules)
@@ -364,30 +391,33 @@ static void dispatch(struct cma_app *app, struct cma_catalog *cat, const struct 
                      const struct cma_request *req, struct cma_arena *arena,
                      struct cma_response *resp);
 
-/* The request with its arena: method, route, the gates, then the recipe. */
-static void handle(struct cma_app *app, const struct cma_request *req, struct cma_arena *arena,
-                   struct cma_response *resp, struct cma_api_request_info *info)
+/* Routes whose recipe reads memory only (api_index.c, api_health.c, fixed 404/400 Status
+ * replies): the ones the event thread may answer (cma_app_try_inline). */
+static bool from_memory(enum cma_route_kind k)
 {
-    if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
-        cma_api_reply_errorf(resp, CMA_ERR_METHOD_NOT_ALLOWED,
-                             "the server does not allow this method on the requested resource");
-        return;
+    switch (k) {
+    case CMA_ROUTE_NOT_FOUND:
+    case CMA_ROUTE_BAD_PATH:
+    case CMA_ROUTE_ROOT:
+    case CMA_ROUTE_HEALTHZ:
+    case CMA_ROUTE_LIVEZ:
+    case CMA_ROUTE_READYZ:
+    case CMA_ROUTE_VERSION:
+    case CMA_ROUTE_OPENAPI:
+    case CMA_ROUTE_APIS:
+    case CMA_ROUTE_API_GROUP:
+    case CMA_ROUTE_API_GROUP_VERSION:
+        return true;
+    default:
+        return false;
     }
-    struct cma_err err;
-    cma_err_clear(&err);
-    struct cma_route *route = NULL;
-    if (cma_router_parse(req->path, &route, &err) != CMA_OK) {
-        if (auth_gate(app, req, NULL, resp, info))
-            cma_api_reply_error(resp, &err);
-        return;
-    }
-    if (cma_api_adopt(arena, free_route, route, &err) != CMA_OK) {
-        cma_api_fail(resp, req, err.code, &err);
-        return;
-    }
-    info->route = route; /* in the arena until the request ends */
-    if (!auth_gate(app, req, route, resp, info))
-        return;
+}
+
+/* The route's recipe after the gates: media type, selector sizes, the catalog and its rules. */
+static void handle_route(struct cma_app *app, const struct cma_request *req,
+                         const struct cma_route *route, struct cma_arena *arena,
+                         struct cma_response *resp)
+{
     if (!is_health(route->kind) && route->kind != CMA_ROUTE_METRICS &&
         route->kind != CMA_ROUTE_DEBUG_EXPLAIN &&
         !accepts_json(cma_request_header(req, "Accept"))) {
@@ -404,11 +434,49 @@ static void handle(struct cma_app *app, const struct cma_request *req, struct cm
     cma_ruleset_unref(held);
 }
 
-/* The request with the app's backend timed for it alone (the log line's backend time), then
- * its metrics and log line. The route stays in the arena until the bookkeeping is done. */
-void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_response *resp)
+/* The request with its arena: method, route, the gates, then the recipe. false (nothing
+ * written, counted or logged) when wait is CMA_AUTH_MEMORY_ONLY and the answer needs more than
+ * memory: a route whose recipe may block, or a webhook call of the gate. */
+static bool handle(struct cma_app *app, const struct cma_request *req, struct cma_arena *arena,
+                   enum cma_auth_wait wait, struct cma_response *resp,
+                   struct cma_api_request_info *info)
 {
-    struct cma_app *app = opaque, timed = *app;
+    if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
+        cma_api_reply_errorf(resp, CMA_ERR_METHOD_NOT_ALLOWED,
+                             "the server does not allow this method on the requested resource");
+        return true;
+    }
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_route *route = NULL;
+    if (cma_router_parse(req->path, &route, &err) != CMA_OK) {
+        enum gate g = auth_gate(app, req, NULL, wait, resp, info);
+        if (g == GATE_PASS)
+            cma_api_reply_error(resp, &err);
+        return g != GATE_WOULD_BLOCK;
+    }
+    if (wait == CMA_AUTH_MEMORY_ONLY && !from_memory(route->kind)) {
+        cma_route_free(route);
+        return false;
+    }
+    if (cma_api_adopt(arena, free_route, route, &err) != CMA_OK) {
+        cma_api_fail(resp, req, err.code, &err);
+        return true;
+    }
+    info->route = route; /* in the arena until the request ends */
+    enum gate g = auth_gate(app, req, route, wait, resp, info);
+    if (g == GATE_PASS)
+        handle_route(app, req, route, arena, resp);
+    return g != GATE_WOULD_BLOCK;
+}
+
+/* The request with the app's backend timed for it alone (the log line's backend time), then
+ * its metrics and log line. The route stays in the arena until the bookkeeping is done. false
+ * when handle() gave way (memory only): no metrics, no log line, `resp` untouched. */
+static bool serve(struct cma_app *app, const struct cma_request *req, enum cma_auth_wait wait,
+                  struct cma_response *resp)
+{
+    struct cma_app timed = *app;
     struct cma_api_request_info info;
     cma_api_request_begin(&info);
     struct cma_backend_measured backend_time;
@@ -421,12 +489,25 @@ void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_resp
         cma_arena_init(&own, CMA_REQUEST_ARENA_MAX_BYTES);
         arena = &own;
     }
-    handle(&timed, req, arena, resp, &info);
-    info.backend_measured = app->backend.ops != NULL;
-    info.backend_ns = cma_backend_measured_busy_ns(&backend_time) + rule_backend_ns;
-    cma_api_request_end(app, req, resp, &info);
+    bool answered = handle(&timed, req, arena, wait, resp, &info);
+    if (answered) {
+        info.backend_measured = app->backend.ops != NULL;
+        info.backend_ns = cma_backend_measured_busy_ns(&backend_time) + rule_backend_ns;
+        cma_api_request_end(app, req, resp, &info);
+    }
     if (arena == &own)
         cma_arena_done(&own);
+    return answered;
+}
+
+void cma_app_handle(void *opaque, const struct cma_request *req, struct cma_response *resp)
+{
+    serve(opaque, req, CMA_AUTH_MAY_BLOCK, resp);
+}
+
+bool cma_app_try_inline(void *opaque, const struct cma_request *req, struct cma_response *resp)
+{
+    return serve(opaque, req, CMA_AUTH_MEMORY_ONLY, resp);
 }
 
 /* The API recipe for the route. */

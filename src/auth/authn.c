@@ -926,8 +926,50 @@ static const char *bearer_token(const struct cma_request *req)
     return *h ? h : NULL;
 }
 
-static int auth_token(struct cma_auth *a, const struct cma_request *req, struct cma_user **ret,
-                      struct cma_err *reterr)
+/* The TokenReview answer for token (a webhook call), cached; NULL with reterr set on failure. */
+static char *token_review(struct cma_auth *a, const char *token, struct cma_err *reterr)
+{
+    json_t *tr = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "authentication.k8s.io/v1", "kind",
+                           "TokenReview", "spec", "token", token);
+    char *body = tr ? json_dumps(tr, JSON_COMPACT) : NULL;
+    json_decref(tr);
+    if (!body) {
+        cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    struct cma_buf resp;
+    cma_buf_init(&resp, 0);
+    long status = 0;
+    enum cma_errc rc =
+        cma_kube_request(a->opts.authn_kube, "POST", "/apis/authentication.k8s.io/v1/tokenreviews",
+                         body, strlen(body), &resp, &status, reterr);
+    free(body);
+    if (rc != CMA_OK)
+        return NULL;
+    if (status != 200 && status != 201) {
+        cma_buf_done(&resp);
+        cma_err_set(reterr, CMA_ERR_UNAUTHORIZED, "TokenReview answered HTTP %ld", status);
+        return NULL;
+    }
+    char *answer = cma_strdup(cma_buf_str(&resp));
+    cma_buf_done(&resp);
+    if (!answer) {
+        cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    cma_auth_cache_put(&a->token_cache, token, answer,
+                       cma_clock_mono_ms() + a->opts.token_cache_ttl_ms);
+    return answer;
+}
+
+/* auth_token's answer when only the cache may be asked and it has no answer. */
+#define AUTH_WOULD_BLOCK (-2)
+
+/* 1 = authenticated (*ret), 0 = no bearer token, -1 = error (reterr set), AUTH_WOULD_BLOCK =
+ * the TokenReview answer is not cached and wait is CMA_AUTH_MEMORY_ONLY (nothing counted).
+ * *cache_hit gets the cache lookup's result for the metrics. */
+static int auth_token(struct cma_auth *a, const struct cma_request *req, enum cma_auth_wait wait,
+                      signed char *cache_hit, struct cma_user **ret, struct cma_err *reterr)
 {
     const char *token = bearer_token(req);
     if (!token)
@@ -937,103 +979,125 @@ static int auth_token(struct cma_auth *a, const struct cma_request *req, struct 
         return -1;
     }
     char *cached = cma_auth_cache_get(&a->token_cache, token, cma_clock_mono_ms());
-    cma_auth_count_cache(a, "tokenreview", cached != NULL);
-    struct cma_buf resp;
-    cma_buf_init(&resp, 0);
-    if (!cached) {
-        json_t *tr = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "authentication.k8s.io/v1",
-                               "kind", "TokenReview", "spec", "token", token);
-        char *body = tr ? json_dumps(tr, JSON_COMPACT) : NULL;
-        json_decref(tr);
-        if (!body) {
-            cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-            return -1;
-        }
-        long status = 0;
-        enum cma_errc rc = cma_kube_request(a->opts.authn_kube, "POST",
-                                            "/apis/authentication.k8s.io/v1/tokenreviews", body,
-                                            strlen(body), &resp, &status, reterr);
-        free(body);
-        if (rc != CMA_OK)
-            return -1;
-        if (status != 200 && status != 201) {
-            cma_buf_done(&resp);
-            cma_err_set(reterr, CMA_ERR_UNAUTHORIZED, "TokenReview answered HTTP %ld", status);
-            return -1;
-        }
-        cached = cma_strdup(cma_buf_str(&resp));
-        cma_buf_done(&resp);
-        if (!cached) {
-            cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-            return -1;
-        }
-        cma_auth_cache_put(&a->token_cache, token, cached,
-                           cma_clock_mono_ms() + a->opts.token_cache_ttl_ms);
+    if (!cached && wait == CMA_AUTH_MEMORY_ONLY) {
+        cma_err_set(reterr, CMA_ERR_WOULD_BLOCK, "the bearer token's TokenReview is not cached");
+        return AUTH_WOULD_BLOCK;
     }
+    *cache_hit = cached != NULL;
+    if (!cached && !(cached = token_review(a, token, reterr)))
+        return -1;
     enum cma_errc rc = cma_auth_parse_token_review(cached, strlen(cached), ret, reterr);
     free(cached);
     return rc == CMA_OK ? 1 : -1;
 }
 
-enum cma_errc cma_auth_authenticate(struct cma_auth *a, const struct cma_request *req,
-                                    struct cma_user **ret, struct cma_err *reterr)
+/* One authenticator's verdict r (see auth_requestheader) into the running outcome: the method
+ * that succeeded, or the first failure. */
+struct authn_run {
+    int r;
+    bool errored;
+    struct cma_err first;
+    const char *method, *failed;
+};
+
+static void authn_note(struct authn_run *run, int r, const char *method, const struct cma_err *e)
+{
+    run->r = r;
+    if (r > 0)
+        run->method = method;
+    if (r < 0 && !run->errored) {
+        run->errored = true;
+        run->first = *e;
+        run->failed = method;
+    }
+}
+
+/* The certificate authenticators (CPU only): requestheader, then x509. */
+static void authn_certs(struct cma_auth *a, const struct cma_request *req, struct authn_run *run,
+                        struct cma_user **u)
 {
     struct auth_snapshot *s = snapshot_get(a);
-    struct cma_err first, e;
-    cma_err_clear(&first);
-    bool errored = false;
-    struct cma_user *u = NULL;
-    int r = 0;
-    const char *method = "anonymous", *failed = NULL; /* for the metrics */
+    struct cma_err e;
     if (s) {
         cma_err_clear(&e);
-        r = auth_requestheader(s, req, &u, &e);
-        method = r > 0 ? "requestheader" : method;
-        if (r < 0 && !errored) {
-            errored = true;
-            first = e;
-            failed = "requestheader";
-        }
-        if (r <= 0) {
+        authn_note(run, auth_requestheader(s, req, u, &e), "requestheader", &e);
+        if (run->r <= 0) {
             cma_err_clear(&e);
-            r = auth_x509(s, req, &u, &e);
-            method = r > 0 ? "x509" : method;
-            if (r < 0 && !errored) {
-                errored = true;
-                first = e;
-                failed = "x509";
-            }
+            authn_note(run, auth_x509(s, req, u, &e), "x509", &e);
         }
     }
     snapshot_put(a, s);
+}
+
+/* The authenticated (or anonymous) user's groups, as kube's filters add them. */
+static enum cma_errc authn_finish(int r, struct cma_user **u, struct cma_err *reterr)
+{
+    if (r > 0 && !*u)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "an authenticator accepted without a user");
     if (r <= 0) {
-        cma_err_clear(&e);
-        r = auth_token(a, req, &u, &e);
-        method = r > 0 ? "token" : method;
-        if (r < 0 && !errored) {
-            errored = true;
-            first = e;
-            failed = "token";
-        }
-    }
-    if (r <= 0 && errored) {
-        if (reterr)
-            *reterr = first;
-        bool nomem = first.code == CMA_ERR_NOMEM;
-        count_authn(a, failed, nomem ? "error" : "failure");
-        return nomem ? CMA_ERR_NOMEM : CMA_ERR_UNAUTHORIZED;
-    }
-    count_authn(a, method, "success");
-    if (r <= 0) {
-        u = user_new("system:anonymous");
-        if (!u || !strv_push(&u->groups, &u->n_groups, "system:unauthenticated")) {
-            cma_user_free(u);
+        *u = user_new("system:anonymous");
+        if (!*u || !strv_push(&(*u)->groups, &(*u)->n_groups, "system:unauthenticated")) {
+            cma_user_free(*u);
+            *u = NULL;
             return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
         }
-    } else if (cma_user_add_authenticated(u) != CMA_OK) {
-        cma_user_free(u);
+    } else if (cma_user_add_authenticated(*u) != CMA_OK) {
+        cma_user_free(*u);
+        *u = NULL;
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     }
-    *ret = u;
     return CMA_OK;
+}
+
+enum cma_errc cma_auth_authenticate_wait(struct cma_auth *a, const struct cma_request *req,
+                                         enum cma_auth_wait wait, struct cma_authn_tally *tally,
+                                         struct cma_user **ret, struct cma_err *reterr)
+{
+    *tally = (struct cma_authn_tally){.token_cache = -1};
+    struct authn_run run = {.method = "anonymous"};
+    cma_err_clear(&run.first);
+    struct cma_user *u = NULL;
+    authn_certs(a, req, &run, &u);
+    if (run.r <= 0) {
+        struct cma_err e;
+        cma_err_clear(&e);
+        int r = auth_token(a, req, wait, &tally->token_cache, &u, &e);
+        if (r == AUTH_WOULD_BLOCK) {
+            if (reterr)
+                *reterr = e;
+            return CMA_ERR_WOULD_BLOCK;
+        }
+        authn_note(&run, r, "token", &e);
+    }
+    if (run.r <= 0 && run.errored) {
+        if (reterr)
+            *reterr = run.first;
+        bool nomem = run.first.code == CMA_ERR_NOMEM;
+        *tally =
+            (struct cma_authn_tally){run.failed, nomem ? "error" : "failure", tally->token_cache};
+        return nomem ? CMA_ERR_NOMEM : CMA_ERR_UNAUTHORIZED;
+    }
+    tally->method = run.method;
+    tally->result = "success";
+    enum cma_errc rc = authn_finish(run.r, &u, reterr);
+    if (rc == CMA_OK)
+        *ret = u;
+    return rc;
+}
+
+void cma_auth_count_authn(struct cma_auth *a, const struct cma_authn_tally *tally)
+{
+    if (tally->token_cache >= 0)
+        cma_auth_count_cache(a, "tokenreview", tally->token_cache > 0);
+    if (tally->method)
+        count_authn(a, tally->method, tally->result);
+}
+
+enum cma_errc cma_auth_authenticate(struct cma_auth *a, const struct cma_request *req,
+                                    struct cma_user **ret, struct cma_err *reterr)
+{
+    struct cma_authn_tally tally;
+    enum cma_errc rc = cma_auth_authenticate_wait(a, req, CMA_AUTH_MAY_BLOCK, &tally, ret, reterr);
+    cma_auth_count_authn(a, &tally);
+    return rc;
 }

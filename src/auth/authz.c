@@ -186,10 +186,52 @@ static bool path_always_allowed(const struct cma_auth *a, const char *path)
     return false;
 }
 
+/* Sends the SubjectAccessReview `body`: *ret gets its answer ("A" or "D" + reason, caller
+ * frees), cached when cacheable. */
+static enum cma_errc sar_call(struct cma_auth *a, const struct cma_buf *body, bool cacheable,
+                              char **ret, struct cma_err *reterr)
+{
+    struct cma_buf resp;
+    long status = 0;
+    enum cma_errc rc = cma_kube_request(a->opts.authz_kube, "POST", SAR_PATH, body->ptr, body->len,
+                                        &resp, &status, reterr);
+    if (rc != CMA_OK)
+        return rc;
+    json_t *root = status >= 200 && status < 300
+                       ? json_loadb(resp.ptr ? resp.ptr : "", resp.len, 0, NULL)
+                       : NULL;
+    cma_buf_done(&resp);
+    json_t *st = json_object_get(root, "status");
+    if (!json_is_object(st)) {
+        json_decref(root);
+        return cma_err_set(reterr, CMA_ERR_KUBE_ERROR, "SubjectAccessReview failed: HTTP %ld",
+                           status);
+    }
+    bool allowed = json_is_true(json_object_get(st, "allowed")) &&
+                   !json_is_true(json_object_get(st, "denied"));
+    const char *reason = json_string_value(json_object_get(st, "reason"));
+    struct cma_buf val;
+    cma_buf_init(&val, 0);
+    char *answer = NULL;
+    if (cma_buf_printf(&val, "%c%s", allowed ? 'A' : 'D', reason ? reason : "") == CMA_OK)
+        answer = cma_strdup(cma_buf_str(&val));
+    cma_buf_done(&val);
+    json_decref(root);
+    if (!answer)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    if (cacheable)
+        cma_auth_cache_put(&a->sar_cache, cma_buf_str(body), answer,
+                           cma_clock_mono_ms() +
+                               (allowed ? a->opts.authorized_ttl_ms : a->opts.unauthorized_ttl_ms));
+    *ret = answer;
+    return CMA_OK;
+}
+
 /* cma_auth_authorize without the metrics; *ret_source says what decided. */
 static enum cma_errc authorize(struct cma_auth *a, const struct cma_user *u,
-                               const struct cma_authz_attrs *at, enum cma_authz_decision *ret,
-                               char **ret_reason, const char **ret_source, struct cma_err *reterr)
+                               const struct cma_authz_attrs *at, enum cma_auth_wait wait,
+                               enum cma_authz_decision *ret, char **ret_reason,
+                               const char **ret_source, struct cma_err *reterr)
 {
     if (ret_reason)
         *ret_reason = NULL;
@@ -218,46 +260,16 @@ static enum cma_errc authorize(struct cma_auth *a, const struct cma_user *u,
     char *cached = cacheable
                        ? cma_auth_cache_get(&a->sar_cache, cma_buf_str(&body), cma_clock_mono_ms())
                        : NULL;
-    cma_auth_count_cache(a, "subjectaccessreview", cached != NULL);
-    if (!cached) {
-        struct cma_buf resp;
-        long status = 0;
-        enum cma_errc rc = cma_kube_request(a->opts.authz_kube, "POST", SAR_PATH, body.ptr,
-                                            body.len, &resp, &status, reterr);
-        if (rc != CMA_OK) {
-            cma_buf_done(&body);
-            return rc;
-        }
-        json_t *root = status >= 200 && status < 300
-                           ? json_loadb(resp.ptr ? resp.ptr : "", resp.len, 0, NULL)
-                           : NULL;
-        cma_buf_done(&resp);
-        json_t *st = json_object_get(root, "status");
-        if (!json_is_object(st)) {
-            json_decref(root);
-            cma_buf_done(&body);
-            return cma_err_set(reterr, CMA_ERR_KUBE_ERROR, "SubjectAccessReview failed: HTTP %ld",
-                               status);
-        }
-        bool allowed = json_is_true(json_object_get(st, "allowed")) &&
-                       !json_is_true(json_object_get(st, "denied"));
-        const char *reason = json_string_value(json_object_get(st, "reason"));
-        struct cma_buf val;
-        cma_buf_init(&val, 0);
-        if (cma_buf_printf(&val, "%c%s", allowed ? 'A' : 'D', reason ? reason : "") == CMA_OK)
-            cached = cma_strdup(cma_buf_str(&val));
-        cma_buf_done(&val);
-        json_decref(root);
-        if (!cached) {
-            cma_buf_done(&body);
-            return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-        }
-        if (cacheable)
-            cma_auth_cache_put(&a->sar_cache, cma_buf_str(&body), cached,
-                               cma_clock_mono_ms() + (allowed ? a->opts.authorized_ttl_ms
-                                                              : a->opts.unauthorized_ttl_ms));
+    if (!cached && wait == CMA_AUTH_MEMORY_ONLY) {
+        cma_buf_done(&body);
+        return cma_err_set(reterr, CMA_ERR_WOULD_BLOCK,
+                           "the request's SubjectAccessReview answer is not cached");
     }
+    cma_auth_count_cache(a, "subjectaccessreview", cached != NULL);
+    enum cma_errc rc = cached ? CMA_OK : sar_call(a, &body, cacheable, &cached, reterr);
     cma_buf_done(&body);
+    if (rc != CMA_OK)
+        return rc;
     *ret = cached[0] == 'A' ? CMA_AUTHZ_ALLOW : CMA_AUTHZ_DENY;
     if (ret_reason && cached[1])
         *ret_reason = cma_strdup(cached + 1);
@@ -269,8 +281,18 @@ enum cma_errc cma_auth_authorize(struct cma_auth *a, const struct cma_user *u,
                                  const struct cma_authz_attrs *at, enum cma_authz_decision *ret,
                                  char **ret_reason, struct cma_err *reterr)
 {
+    return cma_auth_authorize_wait(a, u, at, CMA_AUTH_MAY_BLOCK, ret, ret_reason, reterr);
+}
+
+enum cma_errc cma_auth_authorize_wait(struct cma_auth *a, const struct cma_user *u,
+                                      const struct cma_authz_attrs *at, enum cma_auth_wait wait,
+                                      enum cma_authz_decision *ret, char **ret_reason,
+                                      struct cma_err *reterr)
+{
     const char *source = "subjectaccessreview";
-    enum cma_errc rc = authorize(a, u, at, ret, ret_reason, &source, reterr);
+    enum cma_errc rc = authorize(a, u, at, wait, ret, ret_reason, &source, reterr);
+    if (rc == CMA_ERR_WOULD_BLOCK)
+        return rc; /* nothing decided: the caller runs it again, allowed to wait */
     const char *decision = rc != CMA_OK ? "error" : *ret == CMA_AUTHZ_ALLOW ? "allowed" : "denied";
     cma_auth_count_authz(a, decision, source);
     return rc;

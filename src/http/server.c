@@ -15,6 +15,21 @@
  *   at once. Health probes without credentials (GET/HEAD /healthz, /livez, /readyz and their
  *   subpaths, no Authorization header) are answered on the event thread itself: their handler
  *   never blocks, so kubelet probes answer even when every worker waits on a hung backend.
+ * - Event-thread fast path (cma_server_config.try_inline, the app's cma_app_try_inline): every
+ *   other complete request is first offered to try_inline on the event thread, after its query
+ *   is decoded and its deadline set (prepare_request: once per request, a worker reuses it). It
+ *   answers what comes from memory (discovery documents, /version, health, 404/405) when
+ *   authentication and authorization need no webhook call (certificates, anonymous, cached
+ *   TokenReview/SubjectAccessReview answers), through the same code the worker runs with a
+ *   "memory only" flag, so the reply, log line and metrics are the worker's. Anything else
+ *   (a data route, a cache miss) is declined with nothing written or counted and goes to a
+ *   worker as before. This saves the two thread switches per request (suspend, worker, resume)
+ *   that dominated discovery's CPU, and discovery answers while every worker is busy. It cannot
+ *   block: the app makes no network call there, and the only locks on that path are short
+ *   mutexes never held across I/O (auth snapshot, verifier and webhook caches, catalog store,
+ *   discovery's ruleset pointer, a metric's new label set). What it costs is CPU on the event
+ *   thread: a client certificate chain's first verification (then cached), a discovery document's
+ *   first encoding per catalog snapshot, and freeing a snapshot whose last reference it held.
  * - Deadlines (conntrack.c): NOTIFY_CONNECTION tracks each socket from accept to close; a
  *   GnuTLS handshake hook marks the end of the handshake; the last on_request call of a request
  *   marks it received; NOTIFY_COMPLETED marks it answered (keep-alive). A sweeper thread cuts
@@ -148,6 +163,7 @@ struct tls_pair {
 struct cma_server {
     struct MHD_Daemon *daemon;
     cma_handler_fn handler;
+    cma_inline_fn try_inline; /* NULL: every request goes to a worker (see DESIGN) */
     void *app;
     int port;
     char *cert_pem;
@@ -177,6 +193,7 @@ struct cma_server {
     atomic_bool draining;          /* replies close their connection */
     atomic_ullong rejected_busy;   /* 429s because every worker was busy */
     atomic_ullong rejected_target; /* 400s for an invalid request target */
+    atomic_ullong inline_answers;  /* requests try_inline answered on the event thread */
     int quiesced_fd;               /* listening socket after a drain, closed by stop; -1 */
     bool drained;                  /* a drain finished: no suspended connection is left */
 };
@@ -191,6 +208,7 @@ struct request_state {
     bool target_bad;         /* NUL, control or space byte in the request target */
     bool body_too_large;     /* past MAX_BODY_BYTES */
     bool responded;          /* a response was queued for this request */
+    bool prepared;           /* query decoded and deadline set (prepare_request) */
     bool dispatched;         /* handed to a worker (the connection was suspended) */
     atomic_bool reply_ready; /* the worker's reply is in `reply` */
     struct cma_response reply;
@@ -962,29 +980,71 @@ static void set_call(struct request_state *st)
     st->req.call = &st->call;
 }
 
-/* Runs the handler into `out` (query decoding errors and bad statuses become Status replies).
- * On a worker, or on the event thread for probes. */
-static void run_handler(struct cma_server *s, struct request_state *st, struct cma_response *out)
+/* A fresh reply: 200, application/json, an empty body. */
+static void reply_init(struct cma_response *out)
 {
     *out = (struct cma_response){.status = 200, .content_type = "application/json"};
     cma_buf_init(&out->body, CMA_BUF_DEFAULT_MAX);
+}
+
+/* Decodes the query and sets the deadline, once per request (the event thread's attempt and
+ * then a worker share it). false with a Status reply in `out` when the query is malformed. */
+static bool prepare_request(struct request_state *st, struct cma_response *out)
+{
+    if (st->prepared)
+        return true;
     struct query_ctx q = {st, CMA_OK};
     MHD_get_connection_values_n(st->req.conn, MHD_GET_ARGUMENT_KIND, collect_query, &q);
     if (q.rc == CMA_ERR_NOMEM) {
         set_static(out, 500, STATUS_500_NOMEM);
-        return;
+        return false;
     }
     if (q.rc != CMA_OK) {
         set_static(out, 400, STATUS_400_QUERY);
-        return;
+        return false;
     }
     set_call(st);
+    st->prepared = true;
+    return true;
+}
+
+/* A handler's status outside 100..599 becomes a 500 Status reply. */
+static void check_status(const struct request_state *st, struct cma_response *out)
+{
+    if (out->status >= 100 && out->status <= 599)
+        return;
+    cma_log_error("https: handler for %s returned HTTP status %d; answering 500", st->req.method,
+                  out->status);
+    set_static(out, 500, STATUS_500_STATUS);
+}
+
+/* Runs the handler into `out` (query decoding errors and bad statuses become Status replies).
+ * On a worker, or on the event thread for probes. */
+static void run_handler(struct cma_server *s, struct request_state *st, struct cma_response *out)
+{
+    reply_init(out);
+    if (!prepare_request(st, out))
+        return;
     s->handler(s->app, &st->req, out);
-    if (out->status < 100 || out->status > 599) {
-        cma_log_error("https: handler for %s returned HTTP status %d; answering 500",
-                      st->req.method, out->status);
-        set_static(out, 500, STATUS_500_STATUS);
+    check_status(st, out);
+}
+
+/* The app's event-thread attempt (see DESIGN): true with the reply in st->reply (a malformed
+ * query's 400 included); false leaves the request to a worker. */
+static bool answer_inline(struct cma_server *s, struct request_state *st)
+{
+    if (!s->try_inline)
+        return false;
+    reply_init(&st->reply);
+    if (prepare_request(st, &st->reply)) {
+        if (!s->try_inline(s->app, &st->req, &st->reply)) {
+            cma_buf_done(&st->reply.body); /* run_handler starts a fresh reply */
+            return false;
+        }
+        check_status(st, &st->reply);
     }
+    atomic_fetch_add(&s->inline_answers, 1ull);
+    return true;
 }
 
 /* Worker job: the handler may block here; the event thread sends the reply once resumed. */
@@ -1014,13 +1074,16 @@ static bool is_probe(const struct request_state *st)
                                                  MHD_HTTP_HEADER_AUTHORIZATION);
 }
 
-/* The request is complete: answer a probe inline, else hand it to a worker (429 when none). */
+/* The request is complete: answer a probe, or what try_inline answers from memory, on the event
+ * thread; else hand it to a worker (429 when none). */
 static enum MHD_Result dispatch(struct cma_server *s, struct request_state *st)
 {
     if (is_probe(st)) {
         run_handler(s, st, &st->reply);
         return send_reply(st, st->reply.status, st->reply.content_type, &st->reply.body);
     }
+    if (answer_inline(s, st))
+        return send_reply(st, st->reply.status, st->reply.content_type, &st->reply.body);
     MHD_suspend_connection(st->req.conn);
     st->dispatched = true;
     if (cma_workpool_submit(s->pool, run_job, st))
@@ -1311,6 +1374,7 @@ static struct cma_server *new_server(struct cma_err *reterr)
     atomic_init(&s->draining, false);
     atomic_init(&s->rejected_busy, 0ull);
     atomic_init(&s->rejected_target, 0ull);
+    atomic_init(&s->inline_answers, 0ull);
     return s;
 }
 
@@ -1351,6 +1415,7 @@ enum cma_errc cma_server_start(const struct cma_server_config *cfg, cma_handler_
     if (!s)
         return reterr && reterr->code != CMA_OK ? reterr->code : CMA_ERR_NOMEM;
     s->handler = handler;
+    s->try_inline = cfg->try_inline;
     s->app = app;
     struct limits l = limits_of(cfg);
     rc = prepare_server(s, cfg, &l, reterr);
@@ -1427,6 +1492,7 @@ void cma_server_stats(struct cma_server *s, struct cma_server_stats *ret)
     ret->workers = cma_workpool_threads(s->pool);
     ret->rejected_busy = atomic_load(&s->rejected_busy);
     ret->rejected_target = atomic_load(&s->rejected_target);
+    ret->inline_answers = atomic_load(&s->inline_answers);
 }
 
 void cma_server_stop(struct cma_server *s)

@@ -8,7 +8,11 @@
 # while the first two get 504 at --prometheus-timeout; (b) with --prometheus-timeout=30s, a client
 # that gives up after 1 s (curl --max-time 1) makes the backend query end within a few seconds
 # (the backend logs the connection closed and in-flight drops to 0), long before the timeout, and
-# the freed slot serves the next request.
+# the freed slot serves the next request; (c) with --max-requests-inflight=2 and both workers held
+# by hung queries, a bearer-token discovery request whose TokenReview and SubjectAccessReview
+# answers are cached is answered on the event thread (200, the same document as before, counted in
+# apiserver_request_total), while a metric request and a discovery request whose authorization is
+# not cached still get 429 (issue 12: before the event-thread fast path all three got 429).
 # asan: yes
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
@@ -130,5 +134,57 @@ if PROM_URL=$SLOW_URL start_adapter "$CMA_TMP/slow.yaml" --prometheus-max-concur
   t_eq "(b) adapter exits 0 on SIGTERM" 0 "$?"
 else
   t_fail "start_adapter with --prometheus-timeout=30s"
+fi
+
+# --- (c) every worker busy: discovery with cached authorization still answers --------------------
+token_of() { sed -n '/^{/{p;q}' "$CMA_FIXTURES/$1" | jq -r .spec.token; }
+TOKEN=$(token_of tokenreview-valid.http)
+# disc PATH [CURL ARGS...]: the status code; the body goes to $CMA_TMP/disc.body.
+disc() {
+  local path=$1
+  shift
+  curl -s --max-time 10 --cacert "$ADAPTER_CA" -o "$CMA_TMP/disc.body" -w '%{http_code}' "$@" \
+    "$ADAPTER_URL$path"
+}
+requests_total() {
+  curl -s --max-time 10 --cacert "$ADAPTER_CA" "$ADAPTER_URL/metrics" |
+    awk '/^apiserver_request_total\{/ && /code="200"/ && /subresource="\/apis/ {s += $NF} END {print s + 0}'
+}
+if PROM_URL=$SLOW_URL start_adapter "$CMA_TMP/slow.yaml" --max-requests-inflight=2 \
+  --prometheus-timeout=30s --authentication-token-webhook-cache-ttl=5m \
+  --authorization-webhook-cache-authorized-ttl=5m; then
+  t_ok "(c) discovery works" wait_discovery DCGM_FI_DEV_GPU_UTIL
+  t_eq "(c) token discovery while workers are free: 200" 200 \
+    "$(disc "$G/v1beta1" -H "Authorization: Bearer $TOKEN")"
+  cp "$CMA_TMP/disc.body" "$CMA_TMP/disc.before"
+  before=$(requests_total) # /metrics needs a worker: read while they are free
+  pids=()
+  for i in 7 8; do
+    curl -s --max-time 60 --cacert "$ADAPTER_CA" -o /dev/null "$ADAPTER_URL$(pod_path "$i")" &
+    pids+=($!)
+  done
+  t_ok "(c) two queries hang in the backend: both workers busy" wait_in_flight 2 30
+  t_eq "(c) workers busy: token discovery with cached authorization: 200" 200 \
+    "$(disc "$G/v1beta1" -H "Authorization: Bearer $TOKEN")"
+  t_eq "(c) workers busy: the same document as before" "$(cat "$CMA_TMP/disc.before")" \
+    "$(cat "$CMA_TMP/disc.body")"
+  t_json "(c) the document lists the metric" "$(cat "$CMA_TMP/disc.body")" \
+    'any(.resources[]; .name | endswith("/DCGM_FI_DEV_GPU_UTIL"))' true
+  t_eq "(c) workers busy: a metric request: 429" 429 \
+    "$(disc "$(pod_path 9)" -H "Authorization: Bearer $TOKEN")"
+  t_eq "(c) workers busy: discovery whose authorization is not cached: 429" 429 \
+    "$(disc "$G/v1beta2")"
+  for p in "${pids[@]}"; do
+    kill "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+  t_ok "(c) the held queries end once their clients leave" wait_in_flight 0 10
+  t_eq "(c) the inline answer is counted like a worker's (apiserver_request_total, code 200)" \
+    $((before + 1)) "$(requests_total)"
+  t_eq "(c) workers free again: discovery v1beta2: 200" 200 "$(disc "$G/v1beta2")"
+  stop_adapter
+  t_eq "(c) adapter exits 0 on SIGTERM" 0 "$?"
+else
+  t_fail "start_adapter with --max-requests-inflight=2"
 fi
 t_summary

@@ -1860,6 +1860,62 @@ static void test_cma_server_start__busy_workers_429_but_probes_answer(void **sta
     cma_server_stop(s);
 }
 
+/* try_inline for the test server: answers /fast (with its query) from memory, declines the rest
+ * (and checks that the query is decoded before it is asked). */
+static bool test_inline(void *app, const struct cma_request *req, struct cma_response *resp)
+{
+    (void)app;
+    if (strcmp(req->path, "/fast") != 0)
+        return false;
+    const char *q = cma_request_query(req, "q");
+    cma_buf_printf(&resp->body, "inline %s", q ? q : "-");
+    resp->content_type = "text/plain; charset=utf-8";
+    return true;
+}
+
+static void test_cma_server_start__try_inline_answers_while_workers_busy(void **state)
+{
+    (void)state;
+    struct cma_server_config cfg = base_config();
+    cfg.max_requests_inflight = 1;
+    cfg.try_inline = test_inline;
+    struct cma_server *s = start_or_fail(&cfg);
+    int port = cma_server_port(s);
+    slow_reset();
+    struct bg_fetch slow;
+    bg_start(&slow, port, "/slow"); /* declined: runs on the only worker */
+    slow_wait_started();
+    struct reply r;
+    reply_init(&r);
+    for (int i = 0; i < 3; i++) { /* answered on the event thread: no worker needed */
+        fetch_port(port, "/fast?q=a%2Bb", &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(cma_buf_str(&r.body), "inline a+b");
+        char v[64];
+        assert_true(header_value(&r, "Content-Type", v, sizeof v));
+        assert_string_equal(v, "text/plain; charset=utf-8");
+        assert_true(header_value(&r, "X-Content-Type-Options", v, sizeof v));
+    }
+    fetch_port(port, "/created", &r); /* declined, and the worker is busy */
+    assert_int_equal(r.status, 429);
+    fetch_port(port, "/fast?q=%zz", &r); /* a malformed query is answered at once too */
+    assert_int_equal(r.status, 400);
+    struct cma_server_stats st;
+    cma_server_stats(s, &st);
+    assert_int_equal(st.inline_answers, 4);
+    assert_int_equal(st.rejected_busy, 1);
+    slow_release();
+    pthread_join(slow.tid, NULL);
+    assert_int_equal(slow.r.status, 200);
+    assert_string_equal(cma_buf_str(&slow.r.body), "slow");
+    fetch_port(port, "/created", &r); /* declined: the worker's answer, query decoded once */
+    assert_int_equal(r.status, 201);
+    assert_string_equal(cma_buf_str(&r.body), "created");
+    reply_done(&slow.r);
+    reply_done(&r);
+    cma_server_stop(s);
+}
+
 static void test_cma_server_start__tls_handshake_deadline(void **state)
 {
     (void)state;
@@ -2128,6 +2184,7 @@ int main(void)
         cmocka_unit_test(test_cma_conntrack_add__evicts_the_oldest_unused_at_max_open),
         cmocka_unit_test(test_on_request__invalid_target_bytes_are_400),
         cmocka_unit_test(test_cma_server_start__busy_workers_429_but_probes_answer),
+        cmocka_unit_test(test_cma_server_start__try_inline_answers_while_workers_busy),
         cmocka_unit_test(test_cma_server_start__tls_handshake_deadline),
         cmocka_unit_test(test_cma_server_start__request_deadline_not_extended_by_traffic),
         cmocka_unit_test(test_cma_server_start__per_client_connection_limit),
