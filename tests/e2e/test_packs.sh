@@ -85,23 +85,22 @@ start_fixture_prometheus true || exit 1
 PROM_TRUE=$PROM_URL
 start_fixture_prometheus false "$CMA_TMP/k8s-examples-rules.yaml" || exit 1
 PROM_FALSE=$PROM_URL
-# Both Prometheus servers must hold a sample of the Triton counters at 0 before they move, or
-# rate() has no earlier point (on a loaded machine the first scrape can come after "started").
-for url in "$PROM_TRUE" "$PROM_FALSE"; do
-  deadline=$((SECONDS + 60))
-  until [ "$(PROM_URL=$url prom_query 'count(nv_inference_request_success)' | jq -r '.data.result[0].value[1] // 0')" != 0 ]; do
-    [ "$SECONDS" -ge "$deadline" ] && break
-    sleep 0.5
+# prom_wait_nonzero EXPR: until both Prometheus servers answer EXPR with a non-zero value (60 s).
+prom_wait_nonzero() {
+  local url deadline
+  for url in "$PROM_TRUE" "$PROM_FALSE"; do
+    deadline=$((SECONDS + 60))
+    until [ "$(PROM_URL=$url prom_query "$1" | jq -r '.data.result[0].value[1] // 0')" != 0 ]; do
+      [ "$SECONDS" -ge "$deadline" ] && break
+      sleep 0.5
+    done
   done
-done
+}
+# Both servers must hold a sample of the Triton counters at 0 before they move, or rate() has no
+# earlier point (on a loaded machine the first scrape can come after "started").
+prom_wait_nonzero 'count(nv_inference_request_success)'
 python3 tests/lib/fixture_scrape.py started "$FIX_DIR" || exit 1
-for url in "$PROM_TRUE" "$PROM_FALSE"; do
-  deadline=$((SECONDS + 60))
-  until [ "$(PROM_URL=$url prom_query 'sum(nv_inference_request_success)' | jq -r '.data.result[0].value[1] // 0')" != 0 ]; do
-    [ "$SECONDS" -ge "$deadline" ] && break
-    sleep 0.5
-  done
-done
+prom_wait_nonzero 'sum(nv_inference_request_success)'
 
 # list_values GROUP METRIC: what the adapter serves for every key the oracle has, "KEY VALUE".
 list_values() {
