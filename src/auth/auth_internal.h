@@ -11,11 +11,15 @@
 #include "cma/auth.h"
 
 /* A small TTL map from a string key to a string value (the webhook body or decision), bounded:
- * expired entries are dropped on insert and the oldest goes when full. Thread-safe. */
+ * expired entries are dropped on insert and the oldest goes when full. Thread-safe. A lookup
+ * scans the entries' key hashes (FNV-1a) and compares a key only on a hash match: the keys are
+ * SubjectAccessReview bodies that share a long prefix, and the scan also runs on the event loop
+ * (cma_app_try_inline). */
 struct auth_cache_entry {
     char *key;
     char *value;
     int64_t expires_ms;
+    uint64_t hash; /* cma_hash_str of key */
 };
 struct auth_cache {
     pthread_mutex_t lock;

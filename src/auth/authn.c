@@ -21,6 +21,7 @@
 
 #include "auth_internal.h"
 #include "cma/clock.h"
+#include "cma/hash.h"
 #include "cma/kube.h"
 #include "cma/metrics.h"
 #include "cma/server.h"
@@ -66,9 +67,10 @@ void cma_auth_cache_done(struct auth_cache *c)
 char *cma_auth_cache_get(struct auth_cache *c, const char *key, int64_t now_ms)
 {
     char *out = NULL;
+    uint64_t h = cma_hash_str(key, strlen(key));
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->n; i++) {
-        if (strcmp(c->items[i].key, key) == 0) {
+        if (c->items[i].hash == h && strcmp(c->items[i].key, key) == 0) {
             if (c->items[i].expires_ms > now_ms)
                 out = cma_strdup(c->items[i].value);
             break;
@@ -95,9 +97,11 @@ void cma_auth_cache_put(struct auth_cache *c, const char *key, const char *value
         return;
     }
     int64_t now = cma_clock_mono_ms();
+    uint64_t h = cma_hash_str(key, strlen(key));
     pthread_mutex_lock(&c->lock);
     for (size_t i = c->n; i-- > 0;)
-        if (c->items[i].expires_ms <= now || strcmp(c->items[i].key, key) == 0)
+        if (c->items[i].expires_ms <= now ||
+            (c->items[i].hash == h && strcmp(c->items[i].key, key) == 0))
             cache_drop(c, i);
     if (c->n >= c->cap && c->n > 0) {
         size_t oldest = 0;
@@ -116,7 +120,8 @@ void cma_auth_cache_put(struct auth_cache *c, const char *key, const char *value
         }
         c->items = grown;
     }
-    c->items[c->n++] = (struct auth_cache_entry){.key = k, .value = v, .expires_ms = expires_ms};
+    c->items[c->n++] =
+        (struct auth_cache_entry){.key = k, .value = v, .expires_ms = expires_ms, .hash = h};
     pthread_mutex_unlock(&c->lock);
 }
 

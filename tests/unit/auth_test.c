@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,6 +120,36 @@ static void test_cma_authz_forbidden_body__non_resource(void **state)
         cma_buf_str(&b), "\"nonResourceAttributes\":{\"path\":\"/openapi/v2\",\"verb\":\"get\"}"));
     cma_buf_done(&b);
     cma_route_free(r);
+}
+
+/* Keys that share a long prefix (SubjectAccessReview bodies do): each finds its own value, a
+ * replaced key its new one, and a key never put nothing. */
+static void test_cma_auth_cache_get__shared_prefix_keys(void **state)
+{
+    (void)state;
+    struct auth_cache c;
+    cma_auth_cache_init(&c, 4096);
+    char key[160], want[32];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(key, sizeof key,
+                 "{\"apiVersion\":\"authorization.k8s.io/v1\",\"spec\":{\"n\":%d}}", i);
+        snprintf(want, sizeof want, "v%d", i);
+        cma_auth_cache_put(&c, key, want, INT64_MAX);
+    }
+    cma_auth_cache_put(&c, "{\"apiVersion\":\"authorization.k8s.io/v1\",\"spec\":{\"n\":7}}",
+                       "again", INT64_MAX);
+    for (int i = 0; i < 1000; i++) {
+        snprintf(key, sizeof key,
+                 "{\"apiVersion\":\"authorization.k8s.io/v1\",\"spec\":{\"n\":%d}}", i);
+        snprintf(want, sizeof want, "v%d", i);
+        char *v = cma_auth_cache_get(&c, key, 0);
+        assert_non_null(v);
+        assert_string_equal(v, i == 7 ? "again" : want);
+        free(v);
+    }
+    assert_null(cma_auth_cache_get(
+        &c, "{\"apiVersion\":\"authorization.k8s.io/v1\",\"spec\":{\"n\":1000}}", 0));
+    cma_auth_cache_done(&c);
 }
 
 static void test_cma_auth_cache_get__expired_and_replaced(void **state)
@@ -291,6 +322,7 @@ int main(void)
         cmocka_unit_test(test_cma_authz_attrs_from_route__external_is_list),
         cmocka_unit_test(test_cma_authz_forbidden_body__non_resource),
         cmocka_unit_test(test_cma_auth_cache_get__expired_and_replaced),
+        cmocka_unit_test(test_cma_auth_cache_get__shared_prefix_keys),
         cmocka_unit_test(test_cma_auth_authenticate__no_credentials_is_anonymous),
         cmocka_unit_test(test_cma_auth_authorize__masters_skip_sar),
         cmocka_unit_test(test_cma_auth_new__bad_ca_file),
