@@ -32,6 +32,10 @@ void cma_auth_cache_done(struct auth_cache *c);
 char *cma_auth_cache_get(struct auth_cache *c, const char *key, int64_t now_ms);
 void cma_auth_cache_put(struct auth_cache *c, const char *key, const char *value,
                         int64_t expires_ms);
+/* The SubjectAccessReview cache key of (u, at), appended to k: every field the review's body
+ * carries, length-prefixed, so two reviews that differ have different keys (authz.c). */
+enum cma_errc cma_authz_sar_key(const struct cma_user *u, const struct cma_authz_attrs *at,
+                                struct cma_buf *k);
 
 /* A trusted CA bundle and the chains that verified against it (verify.c). Thread-safe. */
 typedef struct x509_store_st X509_STORE;

@@ -1,7 +1,7 @@
 /* authz.c: delegated authorization (reference §7.2): system:masters and the always-allow paths
  * skip it; everything else is a SubjectAccessReview with the attributes kube's RequestInfo gives
- * the path, its answer cached (allowed and denied each with their TTL, keyed by the SAR body).
- * Also the 403 Status body kube writes for a denial. */
+ * the path, its answer cached (allowed and denied each with their TTL, keyed by every field the
+ * review carries: cma_authz_sar_key). Also the 403 Status body kube writes for a denial. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +113,49 @@ static json_t *sar_spec(const struct cma_user *u, const struct cma_authz_attrs *
     return spec;
 }
 
+/* One field of a cache key: its length, ':', the bytes ("-" for NULL), so no two field lists
+ * make the same key. */
+static enum cma_errc key_str(struct cma_buf *k, const char *v)
+{
+    return v ? cma_buf_printf(k, "%zu:%s", strlen(v), v) : cma_buf_appends(k, "-");
+}
+
+/* The SubjectAccessReview cache key of (u, at): every field the review's body carries, length
+ * prefixed. Built on every request instead of the body itself, which is encoded (jansson) only
+ * when the cache has no answer. */
+enum cma_errc cma_authz_sar_key(const struct cma_user *u, const struct cma_authz_attrs *at,
+                                struct cma_buf *k)
+{
+    const char *fields[] = {at->resource_request ? "R" : "N",
+                            at->verb,
+                            at->path,
+                            at->namespace_,
+                            at->group,
+                            at->version,
+                            at->resource,
+                            at->subresource,
+                            at->name,
+                            u->name,
+                            u->uid};
+    enum cma_errc rc = CMA_OK;
+    for (size_t i = 0; rc == CMA_OK && i < sizeof fields / sizeof fields[0]; i++)
+        rc = key_str(k, fields[i]);
+    if (rc == CMA_OK)
+        rc = cma_buf_printf(k, "g%zu", u->n_groups);
+    for (size_t i = 0; rc == CMA_OK && i < u->n_groups; i++)
+        rc = key_str(k, u->groups[i]);
+    if (rc == CMA_OK)
+        rc = cma_buf_printf(k, "e%zu", u->n_extra);
+    for (size_t i = 0; rc == CMA_OK && i < u->n_extra; i++) {
+        rc = key_str(k, u->extra[i].key);
+        if (rc == CMA_OK)
+            rc = cma_buf_printf(k, "v%zu", u->extra[i].n_values);
+        for (size_t j = 0; rc == CMA_OK && j < u->extra[i].n_values; j++)
+            rc = key_str(k, u->extra[i].values[j]);
+    }
+    return rc;
+}
+
 enum cma_errc cma_authz_sar_body(const struct cma_user *u, const struct cma_authz_attrs *at,
                                  struct cma_buf *out)
 {
@@ -188,13 +231,21 @@ static bool path_always_allowed(const struct cma_auth *a, const char *path)
 
 /* Sends the SubjectAccessReview `body`: *ret gets its answer ("A" or "D" + reason, caller
  * frees), cached when cacheable. */
-static enum cma_errc sar_call(struct cma_auth *a, const struct cma_buf *body, bool cacheable,
-                              char **ret, struct cma_err *reterr)
+/* Sends the review of (u, at) and caches its answer under key (NULL: not cached). */
+static enum cma_errc sar_call(struct cma_auth *a, const struct cma_user *u,
+                              const struct cma_authz_attrs *at, const char *key, char **ret,
+                              struct cma_err *reterr)
 {
-    struct cma_buf resp;
+    struct cma_buf body, resp;
+    cma_buf_init(&body, 0);
+    if (cma_authz_sar_body(u, at, &body) != CMA_OK) {
+        cma_buf_done(&body);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
     long status = 0;
-    enum cma_errc rc = cma_kube_request(a->opts.authz_kube, "POST", SAR_PATH, body->ptr, body->len,
+    enum cma_errc rc = cma_kube_request(a->opts.authz_kube, "POST", SAR_PATH, body.ptr, body.len,
                                         &resp, &status, reterr);
+    cma_buf_done(&body);
     if (rc != CMA_OK)
         return rc;
     json_t *root = status >= 200 && status < 300
@@ -219,8 +270,8 @@ static enum cma_errc sar_call(struct cma_auth *a, const struct cma_buf *body, bo
     json_decref(root);
     if (!answer)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-    if (cacheable)
-        cma_auth_cache_put(&a->sar_cache, cma_buf_str(body), answer,
+    if (key)
+        cma_auth_cache_put(&a->sar_cache, key, answer,
                            cma_clock_mono_ms() +
                                (allowed ? a->opts.authorized_ttl_ms : a->opts.unauthorized_ttl_ms));
     *ret = answer;
@@ -250,24 +301,22 @@ static enum cma_errc authorize(struct cma_auth *a, const struct cma_user *u,
     *ret_source = "subjectaccessreview";
     if (!a->opts.authz_kube)
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "no Kubernetes client for authorization");
-    struct cma_buf body;
-    cma_buf_init(&body, 0);
-    if (cma_authz_sar_body(u, at, &body) != CMA_OK) {
-        cma_buf_done(&body);
+    struct cma_buf key;
+    cma_buf_init(&key, 0);
+    if (cma_authz_sar_key(u, at, &key) != CMA_OK) {
+        cma_buf_done(&key);
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     }
-    bool cacheable = body.len <= SAR_CACHE_MAX_KEY;
-    char *cached = cacheable
-                       ? cma_auth_cache_get(&a->sar_cache, cma_buf_str(&body), cma_clock_mono_ms())
-                       : NULL;
+    const char *k = key.len <= SAR_CACHE_MAX_KEY ? cma_buf_str(&key) : NULL;
+    char *cached = k ? cma_auth_cache_get(&a->sar_cache, k, cma_clock_mono_ms()) : NULL;
     if (!cached && wait == CMA_AUTH_MEMORY_ONLY) {
-        cma_buf_done(&body);
+        cma_buf_done(&key);
         return cma_err_set(reterr, CMA_ERR_WOULD_BLOCK,
                            "the request's SubjectAccessReview answer is not cached");
     }
     cma_auth_count_cache(a, "subjectaccessreview", cached != NULL);
-    enum cma_errc rc = cached ? CMA_OK : sar_call(a, &body, cacheable, &cached, reterr);
-    cma_buf_done(&body);
+    enum cma_errc rc = cached ? CMA_OK : sar_call(a, u, at, k, &cached, reterr);
+    cma_buf_done(&key);
     if (rc != CMA_OK)
         return rc;
     *ret = cached[0] == 'A' ? CMA_AUTHZ_ALLOW : CMA_AUTHZ_DENY;

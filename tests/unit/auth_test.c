@@ -52,6 +52,71 @@ static void test_cma_auth_parse_token_review__rejected(void **state)
     assert_int_equal(cma_auth_parse_token_review("garbage", 7, &u, NULL), CMA_ERR_UNAUTHORIZED);
 }
 
+/* sar_key(u, at) as a string (the caller frees). */
+static char *sar_key(const struct cma_user *u, const struct cma_authz_attrs *at)
+{
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    assert_int_equal(cma_authz_sar_key(u, at, &b), CMA_OK);
+    char *s = strdup(cma_buf_str(&b));
+    cma_buf_done(&b);
+    assert_non_null(s);
+    return s;
+}
+
+/* Reviews that differ in any one field, or only in how strings split between fields, get
+ * different cache keys; the same review gets the same key. */
+static void test_cma_authz_sar_key__differs_with_every_field(void **state)
+{
+    (void)state;
+    char *g_ab[] = {"a", "b"}, *g_a_b[] = {"ab"}, *vals1[] = {"x", "y"}, *vals2[] = {"xy"};
+    struct cma_user_extra e1 = {.key = "scopes", .values = vals1, .n_values = 2};
+    struct cma_user_extra e2 = {.key = "scopes", .values = vals2, .n_values = 1};
+    struct cma_authz_attrs base = {.resource_request = true,
+                                   .verb = "get",
+                                   .namespace_ = "ns",
+                                   .group = "custom.metrics.k8s.io",
+                                   .version = "v1beta1",
+                                   .resource = "pods",
+                                   .subresource = "m",
+                                   .name = "*"};
+    struct cma_user u = {
+        .name = "alice", .groups = g_ab, .n_groups = 2, .extra = &e1, .n_extra = 1};
+    struct cma_authz_attrs at[7];
+    struct cma_user us[4];
+    for (int i = 0; i < 7; i++)
+        at[i] = base;
+    at[1].namespace_ = "ns2";
+    at[2].resource_request = false;
+    at[3].verb = "list";
+    at[4].namespace_ = "nsm"; /* "ns" + "m" moved between fields */
+    at[4].subresource = "";
+    at[5].name = NULL;
+    at[6].resource = "podsm";
+    at[6].subresource = NULL;
+    for (int i = 0; i < 4; i++)
+        us[i] = u;
+    us[1].groups = g_a_b;
+    us[1].n_groups = 1;
+    us[2].extra = &e2;
+    us[3].uid = "1";
+    char *keys[10];
+    size_t n = 0;
+    for (int i = 0; i < 7; i++)
+        keys[n++] = sar_key(&u, &at[i]);
+    for (int i = 1; i < 4; i++)
+        keys[n++] = sar_key(&us[i], &base);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (strcmp(keys[i], keys[j]) == 0)
+                fail_msg("keys %zu and %zu are the same: %s", i, j, keys[i]);
+    char *again = sar_key(&u, &base);
+    assert_string_equal(again, keys[0]);
+    free(again);
+    for (size_t i = 0; i < n; i++)
+        free(keys[i]);
+}
+
 static void test_cma_authz_sar_body__custom_object(void **state)
 {
     (void)state;
@@ -319,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_cma_auth_parse_token_review__authenticated),
         cmocka_unit_test(test_cma_auth_parse_token_review__rejected),
         cmocka_unit_test(test_cma_authz_sar_body__custom_object),
+        cmocka_unit_test(test_cma_authz_sar_key__differs_with_every_field),
         cmocka_unit_test(test_cma_authz_attrs_from_route__external_is_list),
         cmocka_unit_test(test_cma_authz_forbidden_body__non_resource),
         cmocka_unit_test(test_cma_auth_cache_get__expired_and_replaced),
