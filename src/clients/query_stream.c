@@ -147,9 +147,53 @@ static bool charge_scratch(struct cma_query_parser *qp)
 
 /* ---- values ------------------------------------------------------------------------------ */
 
-/* Parses a sample value string as Prometheus writes it ("NaN", "+Inf", "1e+06"). */
+/* The common short form `-?digits(.digits)?` with at most 15 digits in all, as an integer
+ * mantissa and a count of decimals; false for anything else (exponents, "NaN", "+Inf", hex,
+ * "1.", ".5", longer numbers), which the callers leave to strtod. */
+static bool short_decimal(const char *s, size_t len, uint64_t *ret_mant, unsigned *ret_decimals,
+                          bool *ret_neg)
+{
+    size_t i = 0;
+    bool neg = len > 0 && s[0] == '-';
+    i += neg;
+    uint64_t mant = 0;
+    unsigned digits = 0, decimals = 0;
+    bool dot = false;
+    for (; i < len; i++) {
+        char c = s[i];
+        if (c == '.' && !dot && digits > 0 && i + 1 < len) {
+            dot = true;
+            continue;
+        }
+        if (c < '0' || c > '9' || ++digits > 15)
+            return false;
+        mant = mant * 10 + (uint64_t)(c - '0');
+        decimals += dot;
+    }
+    if (digits == 0)
+        return false;
+    *ret_mant = mant;
+    *ret_decimals = decimals;
+    *ret_neg = neg;
+    return true;
+}
+
+/* Parses a sample value string as Prometheus writes it ("NaN", "+Inf", "1e+06"). A short
+ * decimal is mantissa / 10^decimals: both exact in a double (< 2^53, <= 10^15), so the one
+ * IEEE division is correctly rounded, the same double strtod gives, at a tenth of the cost
+ * (query_stream_test compares the two). */
 static bool parse_value(const char *s, size_t len, double *ret)
 {
+    static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+    uint64_t mant;
+    unsigned decimals;
+    bool neg;
+    if (short_decimal(s, len, &mant, &decimals, &neg)) {
+        double v = (double)mant / pow10[decimals];
+        *ret = neg ? -v : v;
+        return true;
+    }
     char buf[128];
     if (len == 0 || len >= sizeof(buf) || memchr(s, '\0', len))
         return false;
@@ -168,6 +212,19 @@ static bool parse_value(const char *s, size_t len, double *ret)
 /* Float seconds (JSON number text) → int64 milliseconds, rounded to nearest. */
 static bool parse_time(const char *s, size_t len, int64_t *ret)
 {
+    /* Prometheus writes milliseconds at most ("1785412800.123"): exact in integers, and equal
+     * to the rounding below while |ms| <= 2^50 (its error stays under 0.25 ms there). */
+    uint64_t mant;
+    unsigned decimals;
+    bool neg;
+    if (short_decimal(s, len, &mant, &decimals, &neg) && decimals <= 3) {
+        for (unsigned d = decimals; d < 3; d++)
+            mant *= 10;
+        if (mant <= (UINT64_C(1) << 50)) {
+            *ret = neg ? -(int64_t)mant : (int64_t)mant;
+            return true;
+        }
+    }
     char buf[64];
     if (len == 0 || len >= sizeof(buf))
         return false;

@@ -39,6 +39,12 @@ struct jw {
     struct cma_buf *out;
     size_t start_len; /* out->len on entry, restored on failure */
     enum cma_errc rc;
+    /* The last timestamp written, by whole second: the samples of one answer usually share the
+     * query's evaluation time, and formatting one costs ~1,700 instructions (gmtime + strftime). */
+    int64_t ts_secs;
+    bool ts_valid;
+    char ts[21];
+    size_t ts_len;
 };
 
 static void jw_init(struct jw *w, struct cma_buf *out)
@@ -46,12 +52,24 @@ static void jw_init(struct jw *w, struct cma_buf *out)
     w->out = out;
     w->start_len = out->len;
     w->rc = CMA_OK;
+    w->ts_valid = false;
 }
 
+/* Appends s[0..len). When the buffer has room the bytes are copied here (cma_buf's invariant
+ * kept: a NUL after them); cma_buf_append grows it otherwise. Room implies len <= max, since
+ * cma_buf never allocates more than max + 1 bytes. */
 static void put(struct jw *w, const char *s, size_t len)
 {
-    if (w->rc == CMA_OK)
-        w->rc = cma_buf_append(w->out, s, len);
+    if (w->rc != CMA_OK)
+        return;
+    struct cma_buf *b = w->out;
+    if (b->ptr && b->cap - b->len > len) {
+        memcpy(b->ptr + b->len, s, len);
+        b->len += len;
+        b->ptr[b->len] = '\0';
+        return;
+    }
+    w->rc = cma_buf_append(b, s, len);
 }
 
 static void puts_(struct jw *w, const char *s)
@@ -76,10 +94,18 @@ static size_t utf8_seq_len(const unsigned char *s, size_t len)
     return width > 1 ? width : 0;
 }
 
-/* Bytes that never need escaping and are plain ASCII. */
+/* Bytes that never need escaping and are plain ASCII: 0x20-0x7f but '"', '\\', '<', '>', '&'
+ * (a bit per byte below 0x80, two words: one test per byte in the loops below). */
+#define BIT(c) ((uint64_t)1 << ((c)&63))
+static const uint64_t plain_bits[2] = {
+    UINT64_C(0xffffffff00000000) & ~(BIT('"') | BIT('&') | BIT('<') | BIT('>')),
+    ~BIT('\\'),
+};
+#undef BIT
+
 static bool is_plain(unsigned char c)
 {
-    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&';
+    return c < 0x80 && ((plain_bits[c >> 6] >> (c & 63)) & 1);
 }
 
 static void put_escaped(struct jw *w, const char *str, size_t len)
@@ -147,23 +173,46 @@ static void put_escaped(struct jw *w, const char *str, size_t len)
     put(w, str + run, len - run);
 }
 
-/* A JSON string; NULL is written as "". */
+/* A JSON string; NULL is written as "". A string of plain bytes only (names, label values as
+ * a rule) is copied in one go when the buffer has room. */
 static void put_str(struct jw *w, const char *s)
 {
+    size_t len = s ? strlen(s) : 0, plain = 0;
+    while (plain < len && is_plain((unsigned char)s[plain]))
+        plain++;
+    struct cma_buf *b = w->out;
+    if (plain == len && w->rc == CMA_OK && b->ptr && b->cap - b->len > len + 2) {
+        char *at = b->ptr + b->len;
+        at[0] = '"';
+        memcpy(at + 1, s, len);
+        at[len + 1] = '"';
+        at[len + 2] = '\0';
+        b->len += len + 2;
+        return;
+    }
     put(w, "\"", 1);
     if (s)
-        put_escaped(w, s, strlen(s));
+        put_escaped(w, s, len);
     put(w, "\"", 1);
 }
 
-/* `"key":` for a literal key that needs no escaping; `comma` prefixes ",". */
-static void put_key(struct jw *w, bool comma, const char *key)
+/* `"key":` for a key that needs no escaping; `comma` prefixes ",". */
+static void put_key_text(struct jw *w, bool comma, const char *key)
 {
     if (comma)
         put(w, ",", 1);
     put(w, "\"", 1);
     puts_(w, key);
     put(w, "\":", 2);
+}
+
+/* The same for a string literal, composed at compile time: one copy instead of four (the
+ * field names are most of a MetricValueList's bytes). */
+#define put_key(w, comma, lit)                                                                     \
+    put_lit_key((w), (comma), ",\"" lit "\":", sizeof(",\"" lit "\":") - 1)
+static void put_lit_key(struct jw *w, bool comma, const char *text, size_t len)
+{
+    put(w, comma ? text : text + 1, comma ? len : len - 1);
 }
 
 static bool is_empty(const char *s)
@@ -207,10 +256,16 @@ static enum cma_errc check_timestamp(int64_t ms, struct cma_err *reterr)
 
 static void put_timestamp(struct jw *w, int64_t ms)
 {
-    char t[21];
-    cma_clock_format_rfc3339(ms, t);
+    /* Floor division, as cma_clock_format_rfc3339 does: the printed second is the same. */
+    int64_t secs = ms / 1000 - (ms % 1000 < 0 ? 1 : 0);
+    if (!w->ts_valid || w->ts_secs != secs) {
+        cma_clock_format_rfc3339(ms, w->ts);
+        w->ts_len = strlen(w->ts);
+        w->ts_secs = secs;
+        w->ts_valid = true;
+    }
     put(w, "\"", 1);
-    puts_(w, t);
+    put(w, w->ts, w->ts_len);
     put(w, "\"", 1);
 }
 
@@ -369,12 +424,20 @@ static void put_described_object(struct jw *w, const struct cma_described_object
     put_key(w, false, "describedObject");
     put(w, "{", 1);
     bool comma = false;
-    const char *keys[] = {"kind", "namespace", "name", "apiVersion"};
+#define KEY(lit)                                                                                   \
+    {                                                                                              \
+        ",\"" lit "\":", sizeof(",\"" lit "\":") - 1                                               \
+    }
+    static const struct {
+        const char *text; /* `,"key":` */
+        size_t len;
+    } keys[] = {KEY("kind"), KEY("namespace"), KEY("name"), KEY("apiVersion")};
+#undef KEY
     const char *vals[] = {o->kind, o->namespace_, o->name, o->api_version};
     for (size_t i = 0; i < 4; i++) {
         if (is_empty(vals[i]))
             continue; /* every ObjectReference field is omitempty */
-        put_key(w, comma, keys[i]);
+        put_lit_key(w, comma, keys[i].text, keys[i].len);
         put_str(w, vals[i]);
         comma = true;
     }
@@ -401,7 +464,7 @@ static void put_metric_value(struct jw *w, enum cma_custom_version version,
     put_key(w, true, "timestamp");
     put_timestamp(w, m->timestamp_ms);
     if (m->has_window) {
-        put_key(w, true, version == CMA_CUSTOM_V1BETA1 ? "window" : "windowSeconds");
+        put_key_text(w, true, version == CMA_CUSTOM_V1BETA1 ? "window" : "windowSeconds");
         put_i64(w, m->window_seconds);
     }
     put_key(w, true, "value");

@@ -460,6 +460,35 @@ static void test_cma_encode_external_metric_value_list__no_labels(void **state)
     cma_buf_done(&b);
 }
 
+/* Each item's own timestamp, whatever the item before it had (the writer remembers the last
+ * second it formatted): the same second with other milliseconds, the next second, back, and a
+ * time before 1970 whose milliseconds would round the wrong way with truncating division. */
+static void test_cma_encode_external_metric_value_list__timestamps_per_item(void **state)
+{
+    (void)state;
+    struct cma_buf b;
+    cma_buf_init(&b, 0);
+    struct cma_external_metric_value v[5] = {
+        {.metric_name = "q", .timestamp_ms = T_2026_07_30_120000, .value_milli = 1},
+        {.metric_name = "q", .timestamp_ms = T_2026_07_30_120000 + 999, .value_milli = 2},
+        {.metric_name = "q", .timestamp_ms = T_2026_07_30_120000 + 1000, .value_milli = 3},
+        {.metric_name = "q", .timestamp_ms = T_2026_07_30_120000 - 1, .value_milli = 4},
+        {.metric_name = "q", .timestamp_ms = -1, .value_milli = 5},
+    };
+    assert_int_equal(cma_encode_external_metric_value_list(v, 5, &b, NULL), CMA_OK);
+    const char *want[5] = {"2026-07-30T12:00:00Z", "2026-07-30T12:00:00Z", "2026-07-30T12:00:01Z",
+                           "2026-07-30T11:59:59Z", "1969-12-31T23:59:59Z"};
+    const char *at = cma_buf_str(&b);
+    for (size_t i = 0; i < 5; i++) {
+        at = strstr(at, "\"timestamp\":\"");
+        assert_non_null(at);
+        at += strlen("\"timestamp\":\"");
+        if (strncmp(at, want[i], strlen(want[i])) != 0)
+            fail_msg("item %zu: timestamp %.20s, want %s", i, at, want[i]);
+    }
+    cma_buf_done(&b);
+}
+
 static void test_cma_encode_external_metric_value_list__empty_list(void **state)
 {
     (void)state;
@@ -984,6 +1013,7 @@ int main(void)
         cmocka_unit_test(test_cma_encode_metric_value_list__over_ceiling),
         cmocka_unit_test(test_cma_encode_external_metric_value_list__labels_sorted),
         cmocka_unit_test(test_cma_encode_external_metric_value_list__no_labels),
+        cmocka_unit_test(test_cma_encode_external_metric_value_list__timestamps_per_item),
         cmocka_unit_test(test_cma_encode_external_metric_value_list__empty_list),
         cmocka_unit_test(test_cma_encode_external_metric_value_list__repeated_label_keeps_last),
         cmocka_unit_test(test_cma_encode_api_resource_list__entries),

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -110,6 +111,45 @@ static void test_cma_quantity_format_milli__apimachinery_table(void **state)
     }
 }
 
+/* Every DecimalSI string reads back as the value it was made from: the digits and the sign are
+ * right for values of every length (the table above has few), checked by parsing, not by a
+ * second formatter. */
+static void test_cma_quantity_format_milli__decimal_reads_back(void **state)
+{
+    (void)state;
+    uint64_t x = 0x9E3779B97F4A7C15u;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        int64_t milli = (int64_t)(x >> (x % 64)); /* every magnitude */
+        if (i & 1)
+            milli = -milli;
+        if (i % 5 == 0)
+            milli -= milli % 1000; /* whole numbers: suffixes k, M, G... */
+        char out[CMA_QUANTITY_MAX_LEN];
+        size_t n = cma_quantity_format_milli(milli, CMA_QUANTITY_DECIMAL_SI, out);
+        assert_int_equal(n, strlen(out));
+        char *end = NULL;
+        long long mantissa = strtoll(out, &end, 10);
+        static const struct {
+            const char *suffix;
+            int exp; /* power of ten relative to milli */
+        } sfx[] = {{"m", 0}, {"", 3}, {"k", 6}, {"M", 9}, {"G", 12}, {"T", 15}, {"P", 18}};
+        int exp = -1;
+        for (size_t k = 0; k < sizeof(sfx) / sizeof(sfx[0]); k++)
+            if (strcmp(end, sfx[k].suffix) == 0)
+                exp = sfx[k].exp;
+        if (exp < 0)
+            fail_msg("milli %lld: unexpected suffix in \"%s\"", (long long)milli, out);
+        __int128 back = mantissa;
+        for (int e = 0; e < exp; e++)
+            back *= 10;
+        if (back != (__int128)milli)
+            fail_msg("milli %lld printed as \"%s\"", (long long)milli, out);
+    }
+}
+
 static void test_cma_quantity_milli_from_double__truncates_toward_zero(void **state)
 {
     (void)state;
@@ -149,6 +189,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cma_quantity_format_milli__apimachinery_table),
+        cmocka_unit_test(test_cma_quantity_format_milli__decimal_reads_back),
         cmocka_unit_test(test_cma_quantity_milli_from_double__truncates_toward_zero),
         cmocka_unit_test(test_cma_quantity_milli_from_double__rejects_unrepresentable),
     };

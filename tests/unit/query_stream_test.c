@@ -3,6 +3,7 @@
  * data before status), the keep callback (only needed series stored, labels sorted), the byte
  * budget (exact accounting, TOO_LARGE for one answer, TOO_MANY_REQUESTS when others hold it,
  * refused during feed, not at the end), limits and strictness (duplicates, nesting, big items). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -75,6 +76,85 @@ static void check_all_splits(const char *doc, const char *want)
         cma_prom_result_free(r);
     }
     cma_buf_done(&got);
+}
+
+/* Random sample values and times, in the short decimal forms the decoder reads without strtod
+ * and in forms it leaves to strtod, give exactly what strtod (and, for times, rounding seconds
+ * × 1000) gives: the same double bit for bit, the same millisecond. */
+static void test_cma_query_parser__numbers_as_strtod(void **state)
+{
+    (void)state;
+    uint64_t x = 0x243F6A8885A308D3u;
+    struct cma_buf doc;
+    cma_buf_init(&doc, 0);
+    for (int pass = 0; pass < 200; pass++) {
+        char values[64][48], times[64][48];
+        for (int i = 0; i < 64; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            int digits = 1 + (int)(x % 18), decimals = (int)((x >> 8) % 19);
+            unsigned long long m = (x >> 12) % 1000000000000000000ULL;
+            char num[24];
+            snprintf(num, sizeof(num), "%0*llu", digits, m % 1000000000000000000ULL);
+            num[digits] = '\0';
+            if (decimals && decimals < digits) { /* put a point in */
+                memmove(num + digits - decimals + 1, num + digits - decimals, (size_t)decimals + 1);
+                num[digits - decimals] = '.';
+            }
+            switch ((x >> 20) % 5) { /* short forms, and forms left to strtod */
+            case 1:
+                snprintf(values[i], sizeof(values[i]), "-%s", num);
+                break;
+            case 2:
+                snprintf(values[i], sizeof(values[i]), "%se-3", num);
+                break;
+            case 3:
+                snprintf(values[i], sizeof(values[i]), "%sE+2", num);
+                break;
+            default:
+                snprintf(values[i], sizeof(values[i]), "%s", num);
+                break;
+            }
+            /* times: seconds with 0-4 decimals, sometimes very large */
+            unsigned long long secs = (x >> 24) % ((x & 1) ? 2000000000ULL : 4000000000000ULL);
+            int td = (int)((x >> 40) % 5);
+            unsigned long long frac = (x >> 44) % 10000;
+            if (td == 0)
+                snprintf(times[i], sizeof(times[i]), "%llu", secs);
+            else
+                snprintf(times[i], sizeof(times[i]), "%llu.%0*llu", secs, td,
+                         frac % (unsigned long long)pow(10, td));
+        }
+        cma_buf_clear(&doc);
+        assert_int_equal(cma_buf_appends(&doc, "{\"status\":\"success\",\"data\":{\"resultType\":"
+                                               "\"vector\",\"result\":["),
+                         CMA_OK);
+        for (int i = 0; i < 64; i++)
+            assert_int_equal(cma_buf_printf(&doc,
+                                            "%s{\"metric\":{\"i\":\"%02d\"},\"value\":[%s,\"%s\"]}",
+                                            i ? "," : "", i, times[i], values[i]),
+                             CMA_OK);
+        assert_int_equal(cma_buf_appends(&doc, "]}}"), CMA_OK);
+        struct cma_prom_result *r = NULL;
+        struct cma_err err;
+        if (decode_split(cma_buf_str(&doc), 0, NULL, NULL, NULL, &r, &err) != CMA_OK)
+            fail_msg("%s", err.msg);
+        assert_int_equal(r->n_samples, 64);
+        for (size_t k = 0; k < r->n_samples; k++) {
+            const struct cma_sample *smp = &r->samples[k];
+            int i = atoi(smp->labels[0].value);
+            double want = strtod(values[i], NULL);
+            if (memcmp(&want, &smp->value, sizeof(want)) != 0)
+                fail_msg("value \"%s\": got %.17g, strtod %.17g", values[i], smp->value, want);
+            long long want_ms = (long long)round(strtod(times[i], NULL) * 1000.0);
+            if (want_ms != smp->timestamp_ms)
+                fail_msg("time %s: got %lld ms, want %lld", times[i], (long long)smp->timestamp_ms,
+                         want_ms);
+        }
+        cma_prom_result_free(r);
+    }
+    cma_buf_done(&doc);
 }
 
 static void test_cma_query_parser__vector_every_split(void **state)
@@ -446,6 +526,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cma_query_parser__vector_every_split),
+        cmocka_unit_test(test_cma_query_parser__numbers_as_strtod),
         cmocka_unit_test(test_cma_query_parser__scalar_every_split),
         cmocka_unit_test(test_cma_query_parser__matrix_every_split),
         cmocka_unit_test(test_cma_query_parser__string_every_split),

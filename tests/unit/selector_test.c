@@ -350,6 +350,12 @@ static void test_cma_promql_quote__go_strconv_quote(void **state)
     assert_string_equal(quoted("\xe2\x80\xa8", 3), "\"\\u2028\"");
     assert_string_equal(quoted("\xf0\x9f\x98\x80", 4), "\"\xf0\x9f\x98\x80\""); /* emoji */
     assert_string_equal(quoted("\xf3\xa0\x80\x81", 4), "\"\\U000e0001\"");      /* tag (Cf) */
+    /* printable runs between escapes, at both ends, and a whole-ASCII regex of names */
+    assert_string_equal(quoted("ab\"cd\\\x01"
+                               "ef \xc3\xa9~\x7f",
+                               14),
+                        "\"ab\\\"cd\\\\\\x01ef \xc3\xa9~\\x7f\"");
+    assert_string_equal(quoted("pod-1|pod-2|pod-3", 17), "\"pod-1|pod-2|pod-3\"");
     assert_string_equal(quoted("a|b.c", 5), "\"a|b.c\"");
 }
 
