@@ -175,9 +175,10 @@ static void put_escaped(struct jw *w, const char *str, size_t len)
 
 /* A JSON string; NULL is written as "". A string of plain bytes only (names, label values as
  * a rule) is copied in one go when the buffer has room. */
-static void put_str(struct jw *w, const char *s)
+static void put_str(struct jw *w, const char *str)
 {
-    size_t len = s ? strlen(s) : 0, plain = 0;
+    const char *s = str ? str : "";
+    size_t len = strlen(s), plain = 0;
     while (plain < len && is_plain((unsigned char)s[plain]))
         plain++;
     struct cma_buf *b = w->out;
@@ -191,8 +192,7 @@ static void put_str(struct jw *w, const char *s)
         return;
     }
     put(w, "\"", 1);
-    if (s)
-        put_escaped(w, s, len);
+    put_escaped(w, s, len);
     put(w, "\"", 1);
 }
 
