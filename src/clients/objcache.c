@@ -11,7 +11,29 @@
  * resourceVersion after a backoff of 200 ms doubling to 30 s, with jitter, reset once a watch
  * delivered an event. This module does not log: what its threads go through (LIST failures,
  * re-lists, refused or broken watches, a cache that cannot start) is reported as events to the
- * registry's observer, which the layer that decides supplies (main logs them). */
+ * registry's observer, which the layer that decides supplies (main logs them).
+ *
+ * Label index: a lookup whose selector has an EQ or IN requirement takes its candidates from an
+ * index of that label key instead of scanning the namespace, then runs the full selector on each
+ * candidate, so the index only narrows and never decides a match. Only keys that selectors use
+ * are indexed: the first lookup with an EQ/IN requirement on no indexed key indexes its first
+ * EQ/IN key (write lock: the read lock is released, the write lock taken, the index built if
+ * still missing and the lookup done under the write lock), up to IX_KEYS_MAX keys per cache;
+ * other selectors, or ones without EQ/IN, scan as before. A key's index maps each value (hash
+ * table of hash.h over an array of groups) to the pack pointers holding it, sorted by namespace
+ * then name like c->objs: a namespaced lookup binary-searches its namespace's run in the group,
+ * an all-namespaces lookup takes the whole group, one value's hits come out in order, and
+ * several values' (IN) are sorted with cmp_packs (an object has one value per key, so no
+ * duplicates). Among several indexed EQ/IN requirements, the one whose values hold the fewest
+ * objects is used. install() rebuilds every indexed key from the new array, upsert/remove
+ * update the postings (a pack replaced under the same value: the pointer is swapped in place).
+ * The hash table has no removal, so a value whose objects are all gone stays as an empty group
+ * (its pointer array freed) until more than half the groups (and over IX_COMPACT_MIN) are empty,
+ * when the key is rebuilt. Any allocation failure, or a posting not where it must be, drops
+ * that key's index (its lookups scan): a wrong or missing name is never served. Cost: about
+ * 8-12 bytes per object holding an indexed key (one pointer, growth slack of at most half),
+ * plus per distinct value a group, its string and two table slots; counted in
+ * cma_objcache_bytes(). */
 #include "cma/objcache.h"
 
 #include <errno.h>
@@ -25,6 +47,7 @@
 #include <time.h>
 
 #include "cma/clock.h"
+#include "cma/hash.h"
 #include "cma/kube.h"
 #include "cma/selector.h"
 #include "cma/str.h"
@@ -34,6 +57,26 @@
 #define BACKOFF_FIRST_MS 200
 #define BACKOFF_MAX_MS 30000
 #define MAX_LABELS 65535
+#define IX_KEYS_MAX 8     /* label keys indexed per cache; selectors on others scan */
+#define IX_COMPACT_MIN 32 /* empty groups a key keeps before it is rebuilt */
+
+/* The objects whose indexed label has one value (all namespaces). */
+struct ix_group {
+    char *value;
+    uint64_t hash; /* of value */
+    char **packs;  /* borrowed from c->objs, sorted by namespace/name; NULL when n is 0 */
+    size_t n, cap;
+};
+
+/* The index of one label key: its groups, found by value through tab. */
+struct ix_key {
+    char *key;
+    struct ix_group *groups;
+    size_t n_groups, cap_groups;
+    size_t n_empty; /* groups with n == 0 (the table has no removal) */
+    struct cma_htab tab;
+    size_t bytes; /* heap bytes of all the above */
+};
 
 struct cma_objcache {
     struct cma_kube *kube;
@@ -41,7 +84,9 @@ struct cma_objcache {
     pthread_rwlock_t lock;
     char **objs; /* packed objects, sorted by namespace/name */
     size_t n, cap;
-    size_t bytes; /* packed bytes */
+    size_t bytes;                  /* packed bytes */
+    struct ix_key ix[IX_KEYS_MAX]; /* the label index, ix[0..n_ix) */
+    size_t n_ix;
     char rv[RV_MAX];
     bool synced;
     size_t lists, watches;
@@ -140,6 +185,26 @@ static size_t lower_bound(char **objs, size_t n, const char *ns, const char *nam
     return lo;
 }
 
+/* The run [*ret_lo, *ret_hi) of objs[0..n) (sorted) in namespace ns; NULL ns: all of them. */
+static void ns_run(char **objs, size_t n, const char *ns, size_t *ret_lo, size_t *ret_hi)
+{
+    if (!ns) {
+        *ret_lo = 0;
+        *ret_hi = n;
+        return;
+    }
+    size_t lo = lower_bound(objs, n, ns, ""), hi = n;
+    *ret_lo = lo;
+    while (lo < hi) { /* the first of a later namespace */
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(pack_ns(objs[mid]), ns) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *ret_hi = lo;
+}
+
 static const char *pack_label(void *ctx, const char *key)
 {
     const char *p = ctx;
@@ -163,6 +228,296 @@ static void free_packs(char **objs, size_t n)
     for (size_t i = 0; i < n; i++)
         free(objs[i]);
     free(objs);
+}
+
+/* ---- the label index --------------------------------------------------------------------- */
+
+struct ix_probe {
+    const char *value;
+    uint64_t hash;
+};
+
+static uint64_t ix_hash_of(const void *ctx, size_t index)
+{
+    const struct ix_key *k = ctx;
+    return k->groups[index].hash;
+}
+
+static bool ix_eq(const void *ctx, size_t index, const void *key)
+{
+    const struct ix_group *g = &((const struct ix_key *)ctx)->groups[index];
+    const struct ix_probe *pr = key;
+    return g->hash == pr->hash && strcmp(g->value, pr->value) == 0;
+}
+
+static uint64_t ix_hash(const char *value)
+{
+    return cma_hash_str(value, strlen(value));
+}
+
+static struct ix_group *ix_group_find(const struct ix_key *k, const char *value, uint64_t hash)
+{
+    struct ix_probe pr = {value, hash};
+    size_t *slot = cma_htab_find(&k->tab, hash, &pr, ix_eq, k);
+    return slot && *slot ? &k->groups[*slot - 1] : NULL;
+}
+
+/* The group of value, added (empty) when missing; NULL when out of memory. */
+static struct ix_group *ix_group_get(struct ix_key *k, const char *value)
+{
+    uint64_t hash = ix_hash(value);
+    struct ix_group *g = ix_group_find(k, value, hash);
+    if (g)
+        return g;
+    size_t old_slots = k->tab.cap;
+    if (cma_htab_reserve(&k->tab, k->n_groups, ix_hash_of, k) != CMA_OK)
+        return NULL;
+    k->bytes += (k->tab.cap - old_slots) * sizeof(*k->tab.slots);
+    if (k->n_groups == k->cap_groups) {
+        size_t want = k->cap_groups ? k->cap_groups * 2 : 8;
+        struct ix_group *grown = realloc(k->groups, want * sizeof(*grown));
+        if (!grown)
+            return NULL;
+        k->bytes += (want - k->cap_groups) * sizeof(*grown);
+        k->groups = grown;
+        k->cap_groups = want;
+    }
+    char *v = cma_strdup(value);
+    if (!v)
+        return NULL;
+    k->bytes += strlen(v) + 1;
+    struct ix_probe pr = {value, hash};
+    size_t *slot = cma_htab_find(&k->tab, hash, &pr, ix_eq, k);
+    k->groups[k->n_groups] = (struct ix_group){.value = v, .hash = hash};
+    *slot = ++k->n_groups;
+    k->n_empty++;
+    return &k->groups[k->n_groups - 1];
+}
+
+/* Adds pack p under value; false when out of memory or p is there already. */
+static bool ix_add(struct ix_key *k, char *p, const char *value)
+{
+    struct ix_group *g = ix_group_get(k, value);
+    if (!g)
+        return false;
+    size_t i = g->n;
+    if (i && cmp_packs(&g->packs[i - 1], &p) >= 0) {
+        i = lower_bound(g->packs, g->n, pack_ns(p), pack_name(p));
+        if (cmp_packs(&g->packs[i], &p) == 0)
+            return false;
+    }
+    if (g->n == g->cap) {
+        size_t want = g->cap + g->cap / 2 + 1;
+        char **grown = realloc(g->packs, want * sizeof(*grown));
+        if (!grown)
+            return false;
+        k->bytes += (want - g->cap) * sizeof(*grown);
+        g->packs = grown;
+        g->cap = want;
+    }
+    memmove(&g->packs[i + 1], &g->packs[i], (g->n - i) * sizeof(*g->packs));
+    g->packs[i] = p;
+    if (g->n++ == 0)
+        k->n_empty--;
+    return true;
+}
+
+/* The position of pack p in value's group, or false when it is not there. */
+static bool ix_locate(const struct ix_key *k, const char *p, const char *value,
+                      struct ix_group **ret_g, size_t *ret_i)
+{
+    struct ix_group *g = ix_group_find(k, value, ix_hash(value));
+    if (!g)
+        return false;
+    size_t i = lower_bound(g->packs, g->n, pack_ns(p), pack_name(p));
+    if (i >= g->n || g->packs[i] != p)
+        return false;
+    *ret_g = g;
+    *ret_i = i;
+    return true;
+}
+
+/* Removes pack p from value's group; false when it is not there. */
+static bool ix_del(struct ix_key *k, const char *p, const char *value)
+{
+    struct ix_group *g;
+    size_t i;
+    if (!ix_locate(k, p, value, &g, &i))
+        return false;
+    memmove(&g->packs[i], &g->packs[i + 1], (g->n - i - 1) * sizeof(*g->packs));
+    g->n--;
+    if (g->n == 0) {
+        k->bytes -= g->cap * sizeof(*g->packs);
+        free(g->packs);
+        g->packs = NULL;
+        g->cap = 0;
+        k->n_empty++;
+    } else if (g->n * 4 < g->cap) {
+        char **shrunk = realloc(g->packs, g->cap / 2 * sizeof(*shrunk));
+        if (shrunk) {
+            k->bytes -= (g->cap - g->cap / 2) * sizeof(*shrunk);
+            g->packs = shrunk;
+            g->cap /= 2;
+        }
+    }
+    return true;
+}
+
+static void ix_key_free(struct ix_key *k)
+{
+    for (size_t i = 0; i < k->n_groups; i++) {
+        free(k->groups[i].value);
+        free(k->groups[i].packs);
+    }
+    free(k->groups);
+    cma_htab_done(&k->tab);
+    free(k->key);
+    memset(k, 0, sizeof(*k));
+}
+
+/* Indexes `key` over objs[0..n) into k; false (k left empty) when out of memory. */
+static bool ix_build(struct ix_key *k, const char *key, char **objs, size_t n)
+{
+    memset(k, 0, sizeof(*k));
+    if (!(k->key = cma_strdup(key)))
+        return false;
+    k->bytes = strlen(key) + 1;
+    for (size_t i = 0; i < n; i++) {
+        const char *v = pack_label(objs[i], key);
+        if (v && !ix_add(k, objs[i], v)) {
+            ix_key_free(k);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The position of key's index in c->ix, or c->n_ix. */
+static size_t ix_find(const struct cma_objcache *c, const char *key)
+{
+    size_t i = 0;
+    while (i < c->n_ix && strcmp(c->ix[i].key, key) != 0)
+        i++;
+    return i;
+}
+
+/* Forgets index i (its key's lookups scan); the last index takes its place. */
+static void ix_drop(struct cma_objcache *c, size_t i)
+{
+    ix_key_free(&c->ix[i]);
+    c->ix[i] = c->ix[--c->n_ix];
+    memset(&c->ix[c->n_ix], 0, sizeof(c->ix[c->n_ix]));
+}
+
+/* Rebuilds index i from c->objs; false when it was dropped instead (out of memory). */
+static bool ix_rebuild(struct cma_objcache *c, size_t i)
+{
+    struct ix_key fresh;
+    if (!ix_build(&fresh, c->ix[i].key, c->objs, c->n)) {
+        ix_drop(c, i);
+        return false;
+    }
+    ix_key_free(&c->ix[i]);
+    c->ix[i] = fresh;
+    return true;
+}
+
+/* Rebuilds every index (all == true) or those with too many empty groups. Write lock held. */
+static void ix_rebuild_all(struct cma_objcache *c, bool all)
+{
+    size_t i = 0;
+    while (i < c->n_ix) {
+        const struct ix_key *k = &c->ix[i];
+        bool sparse = k->n_empty > IX_COMPACT_MIN && k->n_empty * 2 > k->n_groups;
+        if ((all || sparse) && !ix_rebuild(c, i))
+            continue; /* dropped: slot i holds another index now */
+        i++;
+    }
+}
+
+/* Moves the index from old to p (either NULL: p added, old removed). Write lock held; the caller
+ * frees old afterwards. An index that cannot follow is dropped. */
+static void ix_update(struct cma_objcache *c, char *old, char *p)
+{
+    size_t i = 0;
+    while (i < c->n_ix) {
+        struct ix_key *k = &c->ix[i];
+        const char *ov = old ? pack_label(old, k->key) : NULL;
+        const char *nv = p ? pack_label(p, k->key) : NULL;
+        bool ok;
+        struct ix_group *g;
+        size_t at;
+        if (ov && nv && strcmp(ov, nv) == 0) {
+            ok = ix_locate(k, old, ov, &g, &at);
+            if (ok)
+                g->packs[at] = p; /* same namespace/name: the order holds */
+        } else {
+            ok = (!ov || ix_del(k, old, ov)) && (!nv || ix_add(k, p, nv));
+        }
+        if (ok)
+            i++;
+        else
+            ix_drop(c, i);
+    }
+}
+
+/* Indexes key if it is not and there is room (nothing on failure). Write lock held. */
+static void ix_add_key(struct cma_objcache *c, const char *key)
+{
+    if (c->n_ix < IX_KEYS_MAX && ix_find(c, key) == c->n_ix &&
+        ix_build(&c->ix[c->n_ix], key, c->objs, c->n))
+        c->n_ix++;
+}
+
+static bool narrows(const struct cma_selector_req *r)
+{
+    return r->op == CMA_SEL_EQ || r->op == CMA_SEL_IN;
+}
+
+/* The key a lookup with sel should have indexed: its first EQ/IN key when none of its EQ/IN keys
+ * is indexed and there is room; else NULL. Lock held. */
+static const char *ix_wanted(const struct cma_objcache *c, const struct cma_selector *sel)
+{
+    const char *want = NULL;
+    if (!sel || c->n_ix >= IX_KEYS_MAX)
+        return NULL;
+    for (size_t i = 0; i < sel->n_reqs; i++) {
+        const struct cma_selector_req *r = &sel->reqs[i];
+        if (!narrows(r))
+            continue;
+        if (ix_find(c, r->key) < c->n_ix)
+            return NULL;
+        if (!want)
+            want = r->key;
+    }
+    return want;
+}
+
+/* The indexed EQ/IN requirement of sel whose values hold the fewest objects (its index in
+ * *ret_k), or NULL: scan. Lock held. */
+static const struct cma_selector_req *
+ix_pick(const struct cma_objcache *c, const struct cma_selector *sel, const struct ix_key **ret_k)
+{
+    const struct cma_selector_req *best = NULL;
+    size_t best_n = SIZE_MAX;
+    for (size_t i = 0; sel && i < sel->n_reqs; i++) {
+        const struct cma_selector_req *r = &sel->reqs[i];
+        size_t at = narrows(r) ? ix_find(c, r->key) : c->n_ix;
+        if (at == c->n_ix)
+            continue;
+        size_t n = 0;
+        for (size_t j = 0; j < r->n_values; j++) {
+            const struct ix_group *g =
+                ix_group_find(&c->ix[at], r->values[j], ix_hash(r->values[j]));
+            n += g ? g->n : 0;
+        }
+        if (n < best_n) {
+            best = r;
+            best_n = n;
+            *ret_k = &c->ix[at];
+        }
+    }
+    return best;
 }
 
 /* ---- construction ------------------------------------------------------------------------ */
@@ -212,6 +567,8 @@ void cma_objcache_free(struct cma_objcache *c)
         pthread_mutex_unlock(&c->wait_lock);
         pthread_join(c->thread, NULL);
     }
+    for (size_t i = 0; i < c->n_ix; i++)
+        ix_key_free(&c->ix[i]);
     free_packs(c->objs, c->n);
     pthread_cond_destroy(&c->wait_cond);
     pthread_mutex_destroy(&c->wait_lock);
@@ -244,6 +601,8 @@ size_t cma_objcache_bytes(struct cma_objcache *c)
 {
     pthread_rwlock_rdlock(&c->lock);
     size_t b = c->bytes + c->cap * sizeof(*c->objs);
+    for (size_t i = 0; i < c->n_ix; i++)
+        b += c->ix[i].bytes;
     pthread_rwlock_unlock(&c->lock);
     return b;
 }
@@ -273,47 +632,107 @@ void cma_objcache_resource_version(struct cma_objcache *c, char *out, size_t out
     pthread_rwlock_unlock(&c->lock);
 }
 
+/* The packs a lookup found, borrowed from the cache (valid while its lock is held). */
+struct hits {
+    char **v;
+    size_t n, cap;
+};
+
+/* Room for `more` hits. */
+static bool hits_reserve(struct hits *h, size_t more)
+{
+    if (h->n + more <= h->cap)
+        return true;
+    size_t want = h->cap ? h->cap * 2 : 16;
+    if (want < h->n + more)
+        want = h->n + more;
+    char **grown = realloc(h->v, want * sizeof(*grown));
+    if (!grown)
+        return false;
+    h->v = grown;
+    h->cap = want;
+    return true;
+}
+
+/* The objects of ns (NULL: all) matching sel, by scanning. Lock held. */
+static bool collect_scan(const struct cma_objcache *c, const char *ns,
+                         const struct cma_selector *sel, struct hits *h)
+{
+    size_t lo, hi;
+    ns_run(c->objs, c->n, ns, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) {
+        char *p = c->objs[i];
+        if (!sel || cma_selector_matches(sel, pack_label, p)) {
+            if (!hits_reserve(h, 1))
+                return false;
+            h->v[h->n++] = p;
+        }
+    }
+    return true;
+}
+
+/* The same, candidates taken from k's groups for the values of r (a requirement of sel). */
+static bool collect_indexed(const struct ix_key *k, const struct cma_selector_req *r,
+                            const char *ns, const struct cma_selector *sel, struct hits *h)
+{
+    size_t runs = 0;
+    for (size_t j = 0; j < r->n_values; j++) {
+        const struct ix_group *g = ix_group_find(k, r->values[j], ix_hash(r->values[j]));
+        size_t lo = 0, hi = 0, before = h->n;
+        if (g)
+            ns_run(g->packs, g->n, ns, &lo, &hi);
+        if (!hits_reserve(h, hi - lo)) /* the candidates mostly match: room for all */
+            return false;
+        for (size_t i = lo; i < hi; i++)
+            if (cma_selector_matches(sel, pack_label, g->packs[i]))
+                h->v[h->n++] = g->packs[i];
+        runs += h->n > before;
+    }
+    if (runs > 1) /* several values (IN): each run is sorted, the whole is not */
+        qsort(h->v, h->n, sizeof(*h->v), cmp_packs);
+    return true;
+}
+
+/* Copies the names of the hits (non-NULL even when empty). */
+static enum cma_errc hits_names(const struct hits *h, char ***ret)
+{
+    char **names = calloc(h->n ? h->n : 1, sizeof(*names));
+    if (!names)
+        return CMA_ERR_NOMEM;
+    for (size_t i = 0; i < h->n; i++) {
+        if (!(names[i] = cma_strdup(pack_name(h->v[i])))) {
+            free_packs(names, i);
+            return CMA_ERR_NOMEM;
+        }
+    }
+    *ret = names;
+    return CMA_OK;
+}
+
 enum cma_errc cma_objcache_list_names(struct cma_objcache *c, const char *namespace_,
                                       const struct cma_selector *selector, char ***ret_names,
                                       size_t *ret_n, struct cma_err *reterr)
 {
     const char *ns = namespace_ && namespace_[0] ? namespace_ : NULL;
+    struct hits h = {0};
     char **names = NULL;
-    size_t n = 0, cap = 0;
-    enum cma_errc rc = CMA_OK;
     pthread_rwlock_rdlock(&c->lock);
-    size_t i = ns ? lower_bound(c->objs, c->n, ns, "") : 0;
-    for (; i < c->n; i++) {
-        const char *p = c->objs[i];
-        if (ns && strcmp(pack_ns(p), ns) != 0)
-            break;
-        if (selector && !cma_selector_matches(selector, pack_label, (void *)p))
-            continue;
-        if (n == cap) {
-            size_t want = cap ? cap * 2 : 16;
-            char **grown = realloc(names, want * sizeof(*names));
-            if (!grown) {
-                rc = CMA_ERR_NOMEM;
-                break;
-            }
-            names = grown;
-            cap = want;
-        }
-        if (!(names[n] = cma_strdup(pack_name(p)))) {
-            rc = CMA_ERR_NOMEM;
-            break;
-        }
-        n++;
+    const char *key = ix_wanted(c, selector);
+    if (key) { /* index it first: under the write lock, kept for this lookup */
+        pthread_rwlock_unlock(&c->lock);
+        pthread_rwlock_wrlock(&c->lock);
+        ix_add_key(c, key);
     }
+    const struct ix_key *k = NULL;
+    const struct cma_selector_req *r = ix_pick(c, selector, &k);
+    bool ok = r ? collect_indexed(k, r, ns, selector, &h) : collect_scan(c, ns, selector, &h);
+    enum cma_errc rc = ok ? hits_names(&h, &names) : CMA_ERR_NOMEM;
     pthread_rwlock_unlock(&c->lock);
-    if (rc == CMA_OK && !names && !(names = calloc(1, sizeof(*names))))
-        rc = CMA_ERR_NOMEM;
-    if (rc != CMA_OK) {
-        free_packs(names, n);
+    free(h.v);
+    if (rc != CMA_OK)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
-    }
     *ret_names = names;
-    *ret_n = n;
+    *ret_n = h.n;
     return CMA_OK;
 }
 
@@ -373,6 +792,7 @@ static void install(struct cma_objcache *c, struct list_build *lb, const char *r
     c->n = lb->n;
     c->cap = lb->cap;
     c->bytes = lb->bytes;
+    ix_rebuild_all(c, true);
     snprintf(c->rv, sizeof(c->rv), "%s", rv ? rv : "");
     c->synced = true;
     c->lists++;
@@ -399,10 +819,13 @@ static enum cma_errc upsert_locked(struct cma_objcache *c, char *p)
 {
     size_t i = lower_bound(c->objs, c->n, pack_ns(p), pack_name(p));
     if (i < c->n && cmp_packs(&c->objs[i], &p) == 0) {
-        c->bytes -= pack_size(c->objs[i]);
-        free(c->objs[i]);
+        char *old = c->objs[i];
+        ix_update(c, old, p);
+        c->bytes -= pack_size(old);
+        free(old);
         c->objs[i] = p;
         c->bytes += pack_size(p);
+        ix_rebuild_all(c, false);
         return CMA_OK;
     }
     if (c->n == c->cap) {
@@ -419,6 +842,7 @@ static enum cma_errc upsert_locked(struct cma_objcache *c, char *p)
     c->objs[i] = p;
     c->n++;
     c->bytes += pack_size(p);
+    ix_update(c, NULL, p);
     return CMA_OK;
 }
 
@@ -427,10 +851,12 @@ static void remove_locked(struct cma_objcache *c, const char *ns, const char *na
     size_t i = lower_bound(c->objs, c->n, ns, name);
     if (i >= c->n || cmp_key(c->objs[i], ns, name) != 0)
         return;
+    ix_update(c, c->objs[i], NULL);
     c->bytes -= pack_size(c->objs[i]);
     free(c->objs[i]);
     memmove(&c->objs[i], &c->objs[i + 1], (c->n - i - 1) * sizeof(*c->objs));
     c->n--;
+    ix_rebuild_all(c, false);
 }
 
 /* The packed form of a watch event's object. */
