@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_backend_auth.sh: --prometheus-auth-config and --prometheus-auth-incluster against real TLS gateways (Debian's nginx in front of a real Prometheus, certificates made here with openssl), each checking one credential: a client certificate (ssl_verify_client), basic auth (auth_basic, htpasswd from `openssl passwd -apr1`), a bearer token, and a bearer token plus an X-Scope-OrgID header. A kubeconfig's tls-server-name is honoured (a gateway whose certificate names another host than the URL's: the adapter asks for and checks that name while connecting to the URL's address), and a kubeconfig credential goes with --prometheus-header. Every kubeconfig form is served through its gateway with the values of the generated data (CA file and certificate-authority-data, client certificate/key files and *-data, token and tokenFile, username/password, insecure-skip-tls-verify); a missing or wrong credential gives a Status that says why while the adapter keeps running. In-cluster auth runs the adapter in a private mount namespace whose /var/run/secrets/kubernetes.io/serviceaccount is a bind-mounted temp dir. Broken TLS material (missing, a directory, garbage, a key that does not match) in flags, kubeconfigs and ca.crt stops the adapter at start, naming the flag or kubeconfig field, the path and the reason.
+# test_backend_auth.sh: --prometheus-auth-config and --prometheus-auth-incluster against real TLS gateways (Debian's nginx in front of a real Prometheus, certificates made here with openssl), each checking one credential: a client certificate (ssl_verify_client), basic auth (auth_basic, htpasswd from `openssl passwd -apr1`), a bearer token, and a bearer token plus an X-Scope-OrgID header. A kubeconfig's tls-server-name is honoured (a gateway whose certificate names another host than the URL's: the adapter asks for and checks that name while connecting to the URL's address), and a kubeconfig credential goes with --prometheus-header. The Kubernetes client honours a --lister-kubeconfig's tls-server-name too (a gateway in front of the fake kube-apiserver whose certificate names kube.example.test only: pods and discovery come through it with that SNI and the URL's Host; without tls-server-name the adapter stops at start, or with only the lister behind the gateway keeps running and logs, naming the certificate's host mismatch). Every kubeconfig form is served through its gateway with the values of the generated data (CA file and certificate-authority-data, client certificate/key files and *-data, token and tokenFile, username/password, insecure-skip-tls-verify); a missing or wrong credential gives a Status that says why while the adapter keeps running. In-cluster auth runs the adapter in a private mount namespace whose /var/run/secrets/kubernetes.io/serviceaccount is a bind-mounted temp dir. Broken TLS material (missing, a directory, garbage, a key that does not match) in flags, kubeconfigs and ca.crt stops the adapter at start, naming the flag or kubeconfig field, the path and the reason.
 # cost: high (about a minute alone: scripts/test.sh starts it early)
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
@@ -20,6 +20,7 @@ PKI="$CMA_TMP/pki"
 mkdir -p "$PKI"
 make_ca "$PKI" server-ca && make_cert "$PKI" gateway server-ca IP:127.0.0.1 &&
   make_cert "$PKI" named-gateway server-ca DNS:prometheus.example.test &&
+  make_cert "$PKI" kube-gateway server-ca DNS:kube.example.test &&
   make_ca "$PKI" client-ca && make_cert "$PKI" adapter client-ca &&
   make_ca "$PKI" other-ca && make_cert "$PKI" stranger other-ca || {
   t_fail "openssl: make the certificates"
@@ -33,7 +34,7 @@ USER_NAME=prom-reader
 PASSWORD='s3cret: with spaces & $hell chars'
 printf '%s:%s\n' "$USER_NAME" "$(openssl passwd -apr1 "$PASSWORD")" >"$PKI/htpasswd"
 printf '%s\n' "$TOKEN" >"$PKI/token"
-P_MTLS=$(free_port) P_BASIC=$(free_port) P_BEARER=$(free_port) P_TENANT=$(free_port) P_NAMED=$(free_port)
+P_MTLS=$(free_port) P_BASIC=$(free_port) P_BEARER=$(free_port) P_TENANT=$(free_port) P_NAMED=$(free_port) P_KUBE=$(free_port)
 tls="ssl_certificate $PKI/gateway.crt; ssl_certificate_key $PKI/gateway.key;"
 up="proxy_pass $PROM_URL;"
 cat >"$CMA_TMP/gateways.conf" <<EOF
@@ -57,6 +58,16 @@ server { listen 127.0.0.1:$P_NAMED ssl;
   ssl_certificate $PKI/named-gateway.crt; ssl_certificate_key $PKI/named-gateway.key;
   access_log $CMA_TMP/named-access.log named;
   location / { if (\$bearer_ok = 0) { return 401 "bearer token required\n"; } $up } }
+# in front of the fake kube-apiserver (tests/lib/fake_kube_apiserver.py: it stands in for
+# kube-apiserver, which cannot run here), with a certificate for kube.example.test only (not
+# 127.0.0.1): for the kube client's tls-server-name. The fake serves TLS with its own self-signed
+# certificate, hence https upstream without checking it; it checks the bearer token itself. Logs
+# the TLS server name asked for, the Host header, the token and the request.
+log_format kube '\$server_port \$status "\$ssl_server_name" "\$http_host" "\$http_authorization" "\$request"';
+server { listen 127.0.0.1:$P_KUBE ssl;
+  ssl_certificate $PKI/kube-gateway.crt; ssl_certificate_key $PKI/kube-gateway.key;
+  access_log $CMA_TMP/kube-access.log kube;
+  location / { proxy_pass $KUBE_URL; proxy_ssl_verify off; } }
 EOF
 if ! start_nginx "$CMA_TMP/gateways.conf"; then
   t_fail "start nginx"
@@ -88,6 +99,12 @@ t_eq "gateway named: its certificate does not name 127.0.0.1 (curl: exit 60)" 60
 t_eq "gateway named: asked as $NAMED, connected to 127.0.0.1: 200" 200 \
   "$(code -H "Authorization: Bearer $TOKEN" --connect-to "$NAMED:$P_NAMED:127.0.0.1:$P_NAMED" \
     "https://$NAMED:$P_NAMED$Q")"
+KUBE_NAMED=kube.example.test
+t_eq "gateway kube: its certificate does not name 127.0.0.1 (curl: exit 60)" 60 \
+  "$(code "https://127.0.0.1:$P_KUBE/version" >/dev/null; echo $?)"
+t_eq "gateway kube: asked as $KUBE_NAMED, connected to 127.0.0.1: the fake's pods, 200" 200 \
+  "$(code -H "Authorization: Bearer fake-admin" --connect-to "$KUBE_NAMED:$P_KUBE:127.0.0.1:$P_KUBE" \
+    "https://$KUBE_NAMED:$P_KUBE/api/v1/namespaces/ml/pods")"
 
 # --- kubeconfigs ------------------------------------------------------------------------------------
 b64() { base64 -w0 <"$1"; }
@@ -210,6 +227,83 @@ refused "a CA that did not sign the gateway" "$P_BEARER" "SSL certificate proble
   --prometheus-auth-config="$KC/wrong-ca.yaml"
 refused "without tls-server-name, a certificate for $NAMED only" "$P_NAMED" \
   "no alternative certificate subject name matches" --prometheus-auth-config="$KC/token.yaml"
+
+# --- the kube client's tls-server-name ----------------------------------------------------------------
+# The fake's kubeconfig (its token) pointed at the kube gateway with the gateway's CA; only
+# kube-named.yaml has tls-server-name. As --lister-kubeconfig (after start_adapter's own, so it wins)
+# it serves every kube client: pods, kube API discovery, the authentication ConfigMap lookup and
+# SubjectAccessReviews, unless --authentication-/--authorization-kubeconfig say otherwise.
+sed -e "s|server: .*|server: https://127.0.0.1:$P_KUBE|" \
+  -e "s|certificate-authority: .*|certificate-authority: $PKI/server-ca.crt|" "$KUBE_KUBECONFIG" \
+  >"$KC/kube-plain.yaml"
+sed "s|^\( *\)certificate-authority: .*|&\n\1tls-server-name: $KUBE_NAMED|" "$KC/kube-plain.yaml" \
+  >"$KC/kube-named.yaml"
+t_eq "kube kubeconfigs: the gateway's server and CA, the fake's token, tls-server-name in one only" \
+  "3 0 1" "$(grep -Ec "server: https://127\.0\.0\.1:$P_KUBE$|certificate-authority: $PKI/server-ca\.crt$|token: fake-admin$" \
+    "$KC/kube-plain.yaml") $(grep -c tls-server-name "$KC/kube-plain.yaml") $(grep -c "^    tls-server-name: $KUBE_NAMED$" "$KC/kube-named.yaml")"
+KUBE_GW_LOG="$CMA_TMP/kube-access.log"
+MISMATCH_RE="no alternative certificate subject name matches target host name '127\.0\.0\.1'"
+# With tls-server-name: the connection goes to the URL's 127.0.0.1, the certificate asked for and
+# checked is $KUBE_NAMED's, and the Host header stays the URL's (as client-go's ServerName).
+: >"$KUBE_GW_LOG"
+if start_adapter config/gpu-dcgm.yaml --lister-kubeconfig="$KC/kube-named.yaml"; then
+  t_ok "kube tls-server-name: discovery (kube API discovery first) through the gateway" \
+    wait_discovery DCGM_FI_DEV_GPU_UTIL
+  adapter_fetch "$BERT"
+  t_eq "kube tls-server-name: a by-selector request (pods of app=bert from the fake): 200" 200 "$R_STATUS"
+  t_eq "kube tls-server-name: ... its per-pod GPU util equals the data" "$want_bert" "$(item_values "$R_BODY")"
+  stop_adapter
+  t_eq "kube tls-server-name: adapter exits 0" 0 "$?"
+else
+  t_fail "kube tls-server-name: start the adapter"
+fi
+# kube_gw STATUS_ERE: the start of a gateway log line with SNI $KUBE_NAMED, the URL's Host and the token.
+kube_gw() { printf '^%s %s "%s" "127\\.0\\.0\\.1:%s" "Bearer fake-admin" ' "$P_KUBE" "$1" "$KUBE_NAMED" "$P_KUBE"; }
+t_ok "... nginx saw a pod LIST (200) asked for $KUBE_NAMED (SNI), with Host 127.0.0.1:$P_KUBE and the token" \
+  grep -Eq "$(kube_gw 200)\"GET /api/v1/(namespaces/ml/)?pods\?" "$KUBE_GW_LOG"
+t_eq "... and kube API discovery (GET /api and /apis, 200) the same way" "/api /apis" \
+  "$(grep -Eo "$(kube_gw 200)\"GET /apis? HTTP" "$KUBE_GW_LOG" | grep -Eo '/apis?' | sort -u | xargs)"
+t_eq "... and every one of the adapter's $(wc -l <"$KUBE_GW_LOG") requests the same way" "" \
+  "$(grep -Ev "$(kube_gw '[0-9]+')" "$KUBE_GW_LOG")"
+
+# Without tls-server-name, every kube client through the gateway: the delegated authentication's
+# ConfigMap lookup fails, so the adapter stops before serving, naming the server and the mismatch;
+# the handshake is refused, so no request reaches the gateway.
+: >"$KUBE_GW_LOG"
+out=$(timeout 60 "$(cma_adapter_bin)" --config=config/gpu-dcgm.yaml --prometheus-url="$PROM_URL" \
+  --lister-kubeconfig="$KC/kube-plain.yaml" --cert-dir="$CMA_TMP/kube-plain-certs" \
+  --bind-address=127.0.0.1 --secure-port="$(free_port)" 2>&1)
+t_eq "kube without tls-server-name: the adapter exits 1 at start (an error, no crash)" 1 "$?"
+if grep -Eq "delegated authentication: cannot reach the Kubernetes API at https://127\.0\.0\.1:$P_KUBE: SSL: $MISMATCH_RE" <<<"$out" &&
+  ! grep -q "serving securely" <<<"$out"; then
+  t_pass "kube without tls-server-name: says the certificate does not name 127.0.0.1, before serving"
+else
+  t_fail "kube without tls-server-name: says the certificate does not name 127.0.0.1, before serving" \
+    "output: ${out:0:1500}"
+fi
+t_eq "kube without tls-server-name: no request reached the gateway" 0 "$(wc -l <"$KUBE_GW_LOG")"
+# Without tls-server-name, only the lister through the gateway (authentication and authorization
+# straight to the fake): the adapter serves and keeps running, pods and kube API discovery fail
+# and are retried, their log lines naming the mismatch; metric requests get a 503 Status.
+if start_adapter config/gpu-dcgm.yaml --lister-kubeconfig="$KC/kube-plain.yaml" \
+  --authentication-kubeconfig="$KUBE_KUBECONFIG" --authorization-kubeconfig="$KUBE_KUBECONFIG"; then
+  t_ok "kube lister without tls-server-name: the failed kube API discovery is logged with the reason" \
+    wait_adapter_log "kube API discovery failed: cannot reach the Kubernetes API at https://127\.0\.0\.1:$P_KUBE: SSL: $MISMATCH_RE"
+  t_ok "kube lister without tls-server-name: ... and the failed pod LIST" \
+    wait_adapter_log "cache of pods: LIST failed .*https://127\.0\.0\.1:$P_KUBE: SSL: $MISMATCH_RE"
+  adapter_fetch "$BERT"
+  t_json "kube lister without tls-server-name: a metric request gets a 503 Status" "$R_BODY" \
+    '"\(.kind) \(.status) \(.code)"' "Status Failure 503"
+  t_eq "kube lister without tls-server-name: ... whose code is the HTTP status" "$R_STATUS" \
+    "$(jq -r .code <<<"$R_BODY")"
+  adapter_fetch /healthz
+  t_eq "kube lister without tls-server-name: /healthz still ok" "200 ok" "$R_STATUS $R_BODY"
+  t_ok "kube lister without tls-server-name: the adapter is still running" kill -0 "$ADAPTER_PID"
+  stop_adapter
+  t_eq "kube lister without tls-server-name: adapter exits 0" 0 "$?"
+else
+  t_fail "kube lister without tls-server-name: start the adapter"
+fi
 
 # --- in-cluster: the pod's service-account directory -------------------------------------------------
 SA="$CMA_TMP/serviceaccount"
