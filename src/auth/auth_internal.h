@@ -53,8 +53,12 @@ struct cma_verifier *cma_verifier_new(X509_STORE *store);
 void cma_verifier_free(struct cma_verifier *v);
 /* The chain's leaf (a new reference: X509_free) when the chain verifies for TLS client use
  * against the bundle, from the cache (entries valid before wall time now_ms) or freshly (OpenSSL
- * checks validity at the current time); NULL when the chain is empty or does not verify. */
+ * checks validity at the current time); NULL when the chain is empty or does not verify (a lasting
+ * failure is cached too, apart from the successes, for a minute). */
 X509 *cma_verifier_check(struct cma_verifier *v, const struct cma_chain *chain, int64_t now_ms);
+/* How many chains were verified in full (not answered from the cache of successes or of
+ * failures) since cma_verifier_new. */
+size_t cma_verifier_full_checks(struct cma_verifier *v);
 
 /* The header names of the requestheader authenticator (borrowed). */
 struct cma_rh_headers {

@@ -1,8 +1,10 @@
 /* verify_test.c: the client-certificate verifier (src/auth/verify.c) with certificates made here:
  * a chain that verifies is answered from the cache afterwards (the very same parsed leaf), a
- * chain from another CA or with a wrong intermediate split is refused and never cached, and a
- * cached result ends at the earliest notAfter of the chain or after a minute, whichever is first,
- * after which the chain is verified afresh. */
+ * chain from another CA or with a wrong intermediate split is refused, and that refusal is
+ * answered from a cache of its own for a minute (counted: cma_verifier_full_checks) without ever
+ * pushing out a good entry; a not-yet-valid chain is refused but not cached; a cached result ends
+ * at the earliest notAfter of the chain or after a minute, whichever is first, after which the
+ * chain is verified afresh. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,9 +28,10 @@ struct cert {
     size_t len;
 };
 
-/* A P-256 certificate named cn, valid from an hour ago for valid_s seconds, signed by issuer
- * (self-signed when NULL); a CA when ca. */
-static struct cert make_cert(const char *cn, const struct cert *issuer, long valid_s, int ca)
+/* A P-256 certificate named cn, valid from not_before_s seconds from now (negative: ago) until
+ * valid_s seconds from now, signed by issuer (self-signed when NULL); a CA when ca. */
+static struct cert make_cert_from(const char *cn, const struct cert *issuer, long not_before_s,
+                                  long valid_s, int ca)
 {
     struct cert c = {.key = EVP_EC_gen("P-256"), .x509 = X509_new()};
     assert_non_null(c.key);
@@ -36,7 +39,7 @@ static struct cert make_cert(const char *cn, const struct cert *issuer, long val
     static long serial = 1;
     X509_set_version(c.x509, 2);
     ASN1_INTEGER_set(X509_get_serialNumber(c.x509), serial++);
-    X509_gmtime_adj(X509_getm_notBefore(c.x509), -3600);
+    X509_gmtime_adj(X509_getm_notBefore(c.x509), not_before_s);
     X509_gmtime_adj(X509_getm_notAfter(c.x509), valid_s);
     X509_NAME *name = X509_get_subject_name(c.x509);
     X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
@@ -59,6 +62,12 @@ static struct cert make_cert(const char *cn, const struct cert *issuer, long val
     assert_true(len > 0);
     c.len = (size_t)len;
     return c;
+}
+
+/* Valid from an hour ago for valid_s seconds. */
+static struct cert make_cert(const char *cn, const struct cert *issuer, long valid_s, int ca)
+{
+    return make_cert_from(cn, issuer, -3600, valid_s, ca);
 }
 
 static void free_cert(struct cert *c)
@@ -109,7 +118,7 @@ static void test_cma_verifier_check__cached_after_first_success(void **state)
     free_cert(&ca);
 }
 
-static void test_cma_verifier_check__other_ca_refused_and_not_cached(void **state)
+static void test_cma_verifier_check__other_ca_refused_and_refusal_cached(void **state)
 {
     (void)state;
     struct cert ca = make_cert("ca", NULL, 86400, 1);
@@ -120,7 +129,11 @@ static void test_cma_verifier_check__other_ca_refused_and_not_cached(void **stat
     struct cma_chain bad_chain = chain_of(&bad, NULL);
     int64_t now = cma_clock_wall_ms();
     assert_null(cma_verifier_check(v, &bad_chain, now));
-    assert_null(cma_verifier_check(v, &bad_chain, now));
+    assert_int_equal(cma_verifier_full_checks(v), 1);
+    assert_null(cma_verifier_check(v, &bad_chain, now + 1000));
+    assert_int_equal(cma_verifier_full_checks(v), 1); /* the refusal, from the cache */
+    assert_null(cma_verifier_check(v, &bad_chain, now + 61 * 1000));
+    assert_int_equal(cma_verifier_full_checks(v), 2); /* a minute later: verified afresh */
     /* the untrusted CA sent along as an intermediate does not make it trusted */
     struct cma_chain with_other = chain_of(&bad, &other);
     assert_null(cma_verifier_check(v, &with_other, now));
@@ -130,10 +143,15 @@ static void test_cma_verifier_check__other_ca_refused_and_not_cached(void **stat
     unsigned char junk[64] = {0x30, 0x82};
     struct cma_chain garbage = {.n = 1, .der = {junk}, .len = {sizeof junk}};
     assert_null(cma_verifier_check(v, &garbage, now));
-    /* a good chain still verifies afterwards */
+    /* a good chain still verifies afterwards, and is cached */
     struct cma_chain good_chain = chain_of(&good, NULL);
     X509 *leaf = cma_verifier_check(v, &good_chain, now);
     assert_non_null(leaf);
+    size_t checks = cma_verifier_full_checks(v);
+    X509 *again = cma_verifier_check(v, &good_chain, now);
+    assert_ptr_equal(again, leaf);
+    assert_int_equal(cma_verifier_full_checks(v), checks);
+    X509_free(again);
     X509_free(leaf);
     cma_verifier_free(v);
     free_cert(&good);
@@ -216,14 +234,67 @@ static void test_cma_verifier_check__expired_chain_refused(void **state)
     free_cert(&ca);
 }
 
+/* Refusals land in slots of their own: 400 different refused chains (over six per slot, so with
+ * shared slots one would all but surely land on the good chain's: 1 - (63/64)^400) leave a
+ * cached good chain cached. */
+static void test_cma_verifier_check__refusals_never_evict_a_good_entry(void **state)
+{
+    (void)state;
+    struct cert ca = make_cert("ca", NULL, 86400, 1);
+    struct cert other = make_cert("other-ca", NULL, 86400, 1);
+    struct cert good = make_cert("good", &ca, 86400, 0);
+    struct cma_verifier *v = verifier_for(&ca);
+    int64_t now = cma_clock_wall_ms();
+    struct cma_chain good_chain = chain_of(&good, NULL);
+    X509 *leaf = cma_verifier_check(v, &good_chain, now);
+    assert_non_null(leaf);
+    for (int i = 0; i < 400; i++) {
+        struct cert bad = make_cert("bad", &other, 86400, 0);
+        struct cma_chain bad_chain = chain_of(&bad, NULL);
+        assert_null(cma_verifier_check(v, &bad_chain, now));
+        free_cert(&bad);
+    }
+    size_t checks = cma_verifier_full_checks(v);
+    assert_int_equal(checks, 401);
+    X509 *again = cma_verifier_check(v, &good_chain, now);
+    assert_ptr_equal(again, leaf);
+    assert_int_equal(cma_verifier_full_checks(v), checks);
+    X509_free(again);
+    X509_free(leaf);
+    cma_verifier_free(v);
+    free_cert(&good);
+    free_cert(&other);
+    free_cert(&ca);
+}
+
+/* A chain refused only because it is not valid yet is verified again every time: it will become
+ * valid, and a cached refusal would then turn away a good client. */
+static void test_cma_verifier_check__not_yet_valid_not_cached(void **state)
+{
+    (void)state;
+    struct cert ca = make_cert("ca", NULL, 86400, 1);
+    struct cert early = make_cert_from("early", &ca, 3600, 86400, 0); /* valid in an hour */
+    struct cma_verifier *v = verifier_for(&ca);
+    struct cma_chain c = chain_of(&early, NULL);
+    int64_t now = cma_clock_wall_ms();
+    assert_null(cma_verifier_check(v, &c, now));
+    assert_null(cma_verifier_check(v, &c, now));
+    assert_int_equal(cma_verifier_full_checks(v), 2);
+    cma_verifier_free(v);
+    free_cert(&early);
+    free_cert(&ca);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cma_verifier_check__cached_after_first_success),
-        cmocka_unit_test(test_cma_verifier_check__other_ca_refused_and_not_cached),
+        cmocka_unit_test(test_cma_verifier_check__other_ca_refused_and_refusal_cached),
         cmocka_unit_test(test_cma_verifier_check__intermediate_chain),
         cmocka_unit_test(test_cma_verifier_check__entry_ends_at_not_after_or_ttl),
         cmocka_unit_test(test_cma_verifier_check__expired_chain_refused),
+        cmocka_unit_test(test_cma_verifier_check__refusals_never_evict_a_good_entry),
+        cmocka_unit_test(test_cma_verifier_check__not_yet_valid_not_cached),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
