@@ -27,6 +27,8 @@ void cma_buf_init(struct cma_buf *b, size_t max_bytes);
 enum cma_errc cma_buf_append(struct cma_buf *b, const void *data, size_t len);
 enum cma_errc cma_buf_appends(struct cma_buf *b, const char *s);
 enum cma_errc cma_buf_appendc(struct cma_buf *b, char c);
+/* v in decimal, as "%llu" writes it, without printf's cost (request paths build keys with it). */
+enum cma_errc cma_buf_append_u64(struct cma_buf *b, unsigned long long v);
 enum cma_errc cma_buf_printf(struct cma_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 enum cma_errc cma_buf_vprintf(struct cma_buf *b, const char *fmt, va_list ap)

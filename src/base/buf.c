@@ -104,6 +104,17 @@ enum cma_errc cma_buf_printf(struct cma_buf *b, const char *fmt, ...)
     return rc;
 }
 
+enum cma_errc cma_buf_append_u64(struct cma_buf *b, unsigned long long v)
+{
+    char digits[20]; /* 18446744073709551615 */
+    size_t n = 0;
+    do {
+        digits[sizeof digits - ++n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return cma_buf_append(b, digits + sizeof digits - n, n);
+}
+
 char *cma_buf_take(struct cma_buf *b)
 {
     char *p = b->ptr;

@@ -112,6 +112,9 @@ static void test_cma_authz_sar_key__differs_with_every_field(void **state)
                 fail_msg("keys %zu and %zu are the same: %s", i, j, keys[i]);
     char *again = sar_key(&u, &base);
     assert_string_equal(again, keys[0]);
+    /* the layout: each field length-prefixed ("-" for none), counts tagged g/e/v */
+    assert_string_equal(again, "1:R3:get-2:ns21:custom.metrics.k8s.io7:v1beta14:pods1:m1:*5:alice-"
+                               "g21:a1:be16:scopesv21:x1:y");
     free(again);
     for (size_t i = 0; i < n; i++)
         free(keys[i]);

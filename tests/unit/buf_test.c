@@ -2,6 +2,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,12 +53,48 @@ static void test_cma_buf_take__hands_over(void **state)
     free(s);
 }
 
+/* cma_buf_append_u64 writes what "%llu" writes, at both ends of the range and at every power of
+ * ten (where the digit count changes), appended after what is there. */
+static void test_cma_buf_append_u64__same_as_printf(void **state)
+{
+    (void)state;
+    unsigned long long values[64];
+    size_t n = 0;
+    values[n++] = 0;
+    values[n++] = 18446744073709551615ULL;
+    values[n++] = 18446744073709551614ULL;
+    for (unsigned long long p = 1; p <= 10000000000000000000ULL && n + 2 < 64; p *= 10) {
+        values[n++] = p;
+        values[n++] = p - 1 + (p == 1); /* 9, 99, ... (1 for p == 1) */
+        if (p > 1844674407370955161ULL)
+            break;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct cma_buf b;
+        cma_buf_init(&b, 0);
+        assert_int_equal(cma_buf_appends(&b, "k"), CMA_OK);
+        assert_int_equal(cma_buf_append_u64(&b, values[i]), CMA_OK);
+        char want[32];
+        snprintf(want, sizeof want, "k%llu", values[i]);
+        assert_string_equal(cma_buf_str(&b), want);
+        assert_int_equal(b.len, strlen(want));
+        cma_buf_done(&b);
+    }
+    struct cma_buf tight; /* over the ceiling: fails and empties, as every append does */
+    cma_buf_init(&tight, 4);
+    assert_int_equal(cma_buf_appends(&tight, "ab"), CMA_OK);
+    assert_int_equal(cma_buf_append_u64(&tight, 12345), CMA_ERR_TOO_LARGE);
+    assert_int_equal(tight.len, 0);
+    cma_buf_done(&tight);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cma_buf_append__grows_and_terminates),
         cmocka_unit_test(test_cma_buf_append__over_ceiling_empties),
         cmocka_unit_test(test_cma_buf_take__hands_over),
+        cmocka_unit_test(test_cma_buf_append_u64__same_as_printf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -64,6 +65,24 @@ static void test_cma_log__text_line(void **state)
     assert_int_equal(out[10], 'T');
     assert_int_equal(out[23], 'Z');
     assert_string_equal(out + 24, " W disk sda at 93%\n");
+    /* the stamp is UTC now, every part zero-padded to its width */
+    time_t after = time(NULL);
+    int y, mo, d, h, mi, sec, ms, used = 0;
+    assert_int_equal(
+        sscanf(out, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &y, &mo, &d, &h, &mi, &sec, &ms, &used), 7);
+    assert_int_equal(used, 24);
+    for (int i = 0; i < 23; i++)
+        if (i != 4 && i != 7 && i != 10 && i != 13 && i != 16 && i != 19)
+            assert_true(out[i] >= '0' && out[i] <= '9');
+    struct tm tm = {.tm_year = y - 1900,
+                    .tm_mon = mo - 1,
+                    .tm_mday = d,
+                    .tm_hour = h,
+                    .tm_min = mi,
+                    .tm_sec = sec};
+    time_t stamped = timegm(&tm);
+    assert_true(stamped <= after && stamped >= after - 2);
+    assert_true(ms >= 0 && ms <= 999);
     free(out);
 }
 
@@ -119,13 +138,15 @@ static void test_cma_log_fields__text_quotes_strings(void **state)
     (void)state;
     cma_log_set_verbosity(2);
     struct cma_log_field f[] = {CMA_LOG_STR("user", "jane \"j\"\\"), CMA_LOG_INT("code", 200),
-                                CMA_LOG_FLOAT("duration_ms", 1.5), CMA_LOG_STR("path", NULL),
+                                CMA_LOG_INT("delta", -42),           CMA_LOG_INT("zero", 0),
+                                CMA_LOG_FLOAT("duration_ms", 1.5),   CMA_LOG_STR("path", NULL),
                                 CMA_LOG_STR("ctl", "a\tb\x01")};
     struct capture c;
     capture_start(&c);
-    cma_log_fields(2, "HTTP", f, 5);
+    cma_log_fields(2, "HTTP", f, 7);
     char *out = capture_end(&c);
-    assert_string_equal(out + 24, " I HTTP user=\"jane \\\"j\\\"\\\\\" code=200 duration_ms=1.500 "
+    assert_string_equal(out + 24, " I HTTP user=\"jane \\\"j\\\"\\\\\" code=200 delta=-42 zero=0 "
+                                  "duration_ms=1.500 "
                                   "path=\"\" ctl=\"a\\tb\\x01\"\n");
     free(out);
 }
