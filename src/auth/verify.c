@@ -193,6 +193,25 @@ static int64_t valid_until(X509_STORE_CTX *ctx, int64_t now_ms)
     return left_ms > 0 ? now_ms + left_ms : now_ms;
 }
 
+/* The chain's DER parsed: *leaf (owned) and the rest pushed on untrusted; false when one does
+ * not parse or memory ran out (*leaf may then be set: the caller frees it). */
+static bool parse_chain(const struct cma_chain *ch, X509 **leaf, STACK_OF(X509) * untrusted)
+{
+    for (size_t i = 0; i < ch->n; i++) {
+        const unsigned char *der = ch->der[i];
+        X509 *c = ch->len[i] <= LONG_MAX ? d2i_X509(NULL, &der, (long)ch->len[i]) : NULL;
+        if (!c)
+            return false;
+        if (i == 0) {
+            *leaf = c;
+        } else if (!sk_X509_push(untrusted, c)) {
+            X509_free(c);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* The full verification; the leaf (owned) or NULL. *until_ms: how long the result holds;
  * *lasting: on NULL, whether the failure is OpenSSL's verdict (lasting_failure). */
 static X509 *verify_chain(struct cma_verifier *v, const struct cma_chain *ch, int64_t now_ms,
@@ -204,18 +223,7 @@ static X509 *verify_chain(struct cma_verifier *v, const struct cma_chain *ch, in
     pthread_mutex_unlock(&v->lock);
     X509 *leaf = NULL;
     STACK_OF(X509) *untrusted = sk_X509_new_null();
-    bool ok = untrusted != NULL;
-    for (size_t i = 0; ok && i < ch->n; i++) {
-        const unsigned char *der = ch->der[i];
-        X509 *c = ch->len[i] <= LONG_MAX ? d2i_X509(NULL, &der, (long)ch->len[i]) : NULL;
-        ok = c != NULL;
-        if (ok && i == 0)
-            leaf = c;
-        else if (ok && !sk_X509_push(untrusted, c)) {
-            X509_free(c);
-            ok = false;
-        }
-    }
+    bool ok = untrusted != NULL && parse_chain(ch, &leaf, untrusted);
     X509_STORE_CTX *ctx = ok ? X509_STORE_CTX_new() : NULL;
     ok = ok && ctx && X509_STORE_CTX_init(ctx, v->store, leaf, untrusted) == 1 &&
          X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT) == 1;
