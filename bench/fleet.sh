@@ -165,7 +165,7 @@ stop_adapter >/dev/null
 cp "$ADAPTER_LOG" "$OUT/adapter.log"
 profile=""
 if [ -s "$OUT/perf.data" ]; then
-  profile=$(perf report -i "$OUT/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null |
+  profile=$(perf report -i "$OUT/perf.data" --no-children -g none --sort dso,symbol --stdio 2>/dev/null |
     grep -E '^ +[0-9]' | head -n 12 | sed 's/^ */    /')
 fi
 
