@@ -106,16 +106,19 @@ static bool chain_digest(const struct cma_verifier *v, const struct cma_chain *c
     return ok;
 }
 
-/* A new reference to the cached leaf for digest, or NULL. */
+/* A new reference to the cached leaf for digest, or NULL; *refused: whether the digest is in
+ * the cache of refusals instead. Both looked up under one lock. */
 static X509 *cache_get(struct cma_verifier *v, const unsigned char digest[DIGEST_LEN],
-                       int64_t now_ms)
+                       int64_t now_ms, bool *refused)
 {
-    struct verify_slot *s = &v->slots[digest[0] % VERIFY_SLOTS];
+    const struct verify_slot *s = &v->slots[digest[0] % VERIFY_SLOTS];
+    const struct fail_slot *f = &v->failed[digest[0] % VERIFY_SLOTS];
     X509 *leaf = NULL;
     pthread_mutex_lock(&v->lock);
     if (s->leaf && s->until_ms > now_ms && memcmp(s->digest, digest, DIGEST_LEN) == 0 &&
         X509_up_ref(s->leaf) == 1)
         leaf = s->leaf;
+    *refused = !leaf && f->until_ms > now_ms && memcmp(f->digest, digest, DIGEST_LEN) == 0;
     pthread_mutex_unlock(&v->lock);
     return leaf;
 }
@@ -133,17 +136,6 @@ static void cache_put(struct cma_verifier *v, const unsigned char digest[DIGEST_
     s->leaf = leaf;
     pthread_mutex_unlock(&v->lock);
     X509_free(old);
-}
-
-/* Whether digest failed verification (an entry valid at now_ms). */
-static bool failed_get(struct cma_verifier *v, const unsigned char digest[DIGEST_LEN],
-                       int64_t now_ms)
-{
-    const struct fail_slot *s = &v->failed[digest[0] % VERIFY_SLOTS];
-    pthread_mutex_lock(&v->lock);
-    bool hit = s->until_ms > now_ms && memcmp(s->digest, digest, DIGEST_LEN) == 0;
-    pthread_mutex_unlock(&v->lock);
-    return hit;
 }
 
 static void failed_put(struct cma_verifier *v, const unsigned char digest[DIGEST_LEN],
@@ -248,11 +240,10 @@ X509 *cma_verifier_check(struct cma_verifier *v, const struct cma_chain *chain, 
         return NULL;
     unsigned char digest[DIGEST_LEN];
     bool keyed = chain_digest(v, chain, digest);
-    X509 *leaf = keyed ? cache_get(v, digest, now_ms) : NULL;
-    if (leaf)
+    bool refused = false;
+    X509 *leaf = keyed ? cache_get(v, digest, now_ms, &refused) : NULL;
+    if (leaf || refused)
         return leaf;
-    if (keyed && failed_get(v, digest, now_ms))
-        return NULL;
     int64_t until_ms = now_ms;
     bool lasting = false;
     leaf = verify_chain(v, chain, now_ms, &until_ms, &lasting);

@@ -1,6 +1,8 @@
 /* buf.c: growable, NUL-terminated byte buffer with a ceiling fixed at init. */
 #include "cma/buf.h"
 
+#include "cma/str.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,13 +108,8 @@ enum cma_errc cma_buf_printf(struct cma_buf *b, const char *fmt, ...)
 
 enum cma_errc cma_buf_append_u64(struct cma_buf *b, unsigned long long v)
 {
-    char digits[20]; /* 18446744073709551615 */
-    size_t n = 0;
-    do {
-        digits[sizeof digits - ++n] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return cma_buf_append(b, digits + sizeof digits - n, n);
+    char digits[CMA_U64_DIGITS];
+    return cma_buf_append(b, digits, cma_u64_format(digits, v, 1));
 }
 
 char *cma_buf_take(struct cma_buf *b)

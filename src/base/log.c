@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cma/str.h"
 #include "cma/utf8.h"
 
 static atomic_int log_verbosity;
@@ -158,19 +159,12 @@ static void line_printf(struct line *l, const char *fmt, ...)
     va_end(ap);
 }
 
-/* v in decimal, zero-padded to at least width digits (width <= 20), as "%0*llu" writes it: the
- * access log line is written on every request, and printf was most of its cost. */
-static void line_uint(struct line *l, unsigned long long v, int width)
+/* v in decimal, zero-padded to at least width digits: the access log line is written on every
+ * request, and printf was most of its cost. */
+static void line_uint(struct line *l, uint64_t v, unsigned width)
 {
-    char digits[20];
-    int n = 0;
-    do {
-        digits[sizeof digits - (size_t)++n] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n < width && n < (int)sizeof digits)
-        digits[sizeof digits - (size_t)++n] = '0';
-    line_append(l, digits + sizeof digits - (size_t)n, (size_t)n);
+    char digits[CMA_U64_DIGITS];
+    line_append(l, digits, cma_u64_format(digits, v, width));
 }
 
 static void line_int(struct line *l, long long v)
@@ -179,7 +173,7 @@ static void line_int(struct line *l, long long v)
         line_append(l, "-", 1);
         line_uint(l, 0ULL - (unsigned long long)v, 1);
     } else {
-        line_uint(l, (unsigned long long)v, 1);
+        line_uint(l, (uint64_t)v, 1);
     }
 }
 
@@ -271,7 +265,7 @@ static void line_start(struct line *l, enum cma_log_level level, int v)
         line_appends(l, "{\"ts\":");
         line_int(l, (long long)ts.tv_sec);
         line_append(l, ".", 1);
-        line_uint(l, (unsigned long long)(ts.tv_nsec / 1000000), 3);
+        line_uint(l, (uint64_t)(ts.tv_nsec / 1000000), 3);
         line_appends(l, ",\"level\":\"");
         line_appends(l, LEVEL_NAMES[level]);
         line_appends(l, "\",\"v\":");
@@ -281,9 +275,10 @@ static void line_start(struct line *l, enum cma_log_level level, int v)
     }
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
-    /* 2026-11-29T03:04:05.678Z I */
+    /* 2026-11-29T03:04:05.678Z I (gmtime_r of the real-time clock: no field is negative) */
     const struct {
-        int value, width;
+        int value;
+        unsigned width;
         char after;
     } parts[] = {{tm.tm_year + 1900, 4, '-'},
                  {tm.tm_mon + 1, 2, '-'},
@@ -293,10 +288,7 @@ static void line_start(struct line *l, enum cma_log_level level, int v)
                  {tm.tm_sec, 2, '.'},
                  {(int)(ts.tv_nsec / 1000000), 3, 'Z'}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        if (parts[i].value < 0)
-            line_int(l, parts[i].value);
-        else
-            line_uint(l, (unsigned long long)parts[i].value, parts[i].width);
+        line_uint(l, (uint64_t)(parts[i].value > 0 ? parts[i].value : 0), parts[i].width);
         line_append(l, &parts[i].after, 1);
     }
     const char tail[3] = {' ', LETTERS[level], ' '};

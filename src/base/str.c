@@ -137,6 +137,21 @@ char *cma_duration_format(int64_t ms, char *out, size_t out_len)
     return out;
 }
 
+size_t cma_u64_format(char out[CMA_U64_DIGITS], uint64_t v, unsigned width)
+{
+    char rev[CMA_U64_DIGITS];
+    size_t n = 0;
+    do {
+        rev[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n < width && n < sizeof rev)
+        rev[n++] = '0';
+    for (size_t i = 0; i < n; i++)
+        out[i] = rev[n - 1 - i];
+    return n;
+}
+
 int cma_hex_digit(int c)
 {
     if (c >= '0' && c <= '9')

@@ -18,6 +18,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "cma/str.h"
+
 bool cma_quantity_milli_from_double(double v, int64_t *ret_milli)
 {
     if (isnan(v) || isinf(v))
@@ -52,18 +54,11 @@ static int64_t remove_factors(int64_t value, int64_t base, int *times)
  * 1,000 instructions per value, and a MetricValueList has one per item. */
 static size_t write_number(char out[CMA_QUANTITY_MAX_LEN], int64_t mantissa, const char *suffix)
 {
-    char digits[20];
-    size_t nd = 0;
     uint64_t mag = mantissa < 0 ? (uint64_t)0 - (uint64_t)mantissa : (uint64_t)mantissa;
-    do {
-        digits[nd++] = (char)('0' + mag % 10);
-        mag /= 10;
-    } while (mag);
     size_t n = 0;
     if (mantissa < 0)
         out[n++] = '-';
-    while (nd)
-        out[n++] = digits[--nd];
+    n += cma_u64_format(out + n, mag, 1);
     size_t sl = strlen(suffix);
     memcpy(out + n, suffix, sl + 1);
     return n + sl;

@@ -2,6 +2,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,27 @@ static void test_cma_url_display__strips_userinfo_only(void **state)
     assert_false(cma_url_has_userinfo(NULL));
 }
 
+/* cma_u64_format writes what "%0*llu" writes, for widths below, at and above the digit count,
+ * both ends of the range, and stops padding at CMA_U64_DIGITS. */
+static void test_cma_u64_format__same_as_printf(void **state)
+{
+    (void)state;
+    const uint64_t values[] = {0, 7, 10, 99, 999, 1000, 123456789, UINT64_MAX - 1, UINT64_MAX};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        for (unsigned width = 0; width <= 4; width++) {
+            char got[CMA_U64_DIGITS + 1];
+            size_t n = cma_u64_format(got, values[i], width);
+            got[n] = '\0';
+            char want[32];
+            snprintf(want, sizeof want, "%0*llu", (int)width, (unsigned long long)values[i]);
+            assert_string_equal(got, want);
+        }
+    }
+    char out[CMA_U64_DIGITS];
+    assert_int_equal(cma_u64_format(out, 5, 40), CMA_U64_DIGITS);
+    assert_memory_equal(out, "00000000000000000005", CMA_U64_DIGITS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -99,6 +121,7 @@ int main(void)
         cmocka_unit_test(test_cma_duration_format__go_string),
         cmocka_unit_test(test_cma_percent_decode__query_and_path),
         cmocka_unit_test(test_cma_url_display__strips_userinfo_only),
+        cmocka_unit_test(test_cma_u64_format__same_as_printf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
