@@ -31,13 +31,17 @@ struct cma_keep {
  * layer may pass down a narrower copy (backend_limit.c bounds the deadline by the backend's
  * timeout); the transport sends the query with at most the time left and aborts it when gone()
  * says the client has closed its connection (checked from curl's progress callback, about once
- * a second while the backend is silent). Owned by the caller for the duration of the call. */
+ * a second while the backend is silent and at most every CMA_GONE_CHECK_MS while data flows:
+ * gone() may cost a system call). Owned by the caller for the duration of the call. */
 struct cma_call {
     int64_t deadline_ms;           /* on cma_clock_mono_ms(); 0 = none */
     int64_t window_ms;             /* the deadline's whole length, for messages; 0 = unknown */
     bool (*gone)(const void *ctx); /* true once the client has gone; NULL = never */
     const void *gone_ctx;
 };
+
+/* The least time between two gone() questions of one transfer, in milliseconds. */
+#define CMA_GONE_CHECK_MS 100
 
 /* Has the client of c's request gone? (false for a NULL call) */
 static inline bool cma_call_gone(const struct cma_call *c)

@@ -18,8 +18,11 @@
  * A request's deadline and cancellation (struct cma_call, backend.h): a transfer serving a
  * request gets at most the time left before that request's deadline (none left: the timeout
  * error at once, nothing sent), and curl's progress callback, which curl calls about once a
- * second while the peer is silent and more often while data flows, aborts it once the request's
- * client has gone; either ends as errors->timeout, so a query never outlives its request.
+ * second while the peer is silent and on every chunk while data flows, aborts it once the
+ * request's client has gone; either ends as errors->timeout, so a query never outlives its
+ * request. gone() costs a system call (the server polls the client's socket), so the callback
+ * asks it at most every CMA_GONE_CHECK_MS: a 10-pod answer made curl call it about ten times,
+ * a large answer once per chunk, and a client that left is still noticed within a second.
  *
  * Compression (see accept_encoding): Prometheus is asked for none unless the caller's headers
  * ask (--prometheus-header or a backend's headers: Accept-Encoding=gzip), since it gzips every
@@ -150,7 +153,8 @@ struct transfer {
     const struct cma_call *call;
     curl_xferinfo_callback progress; /* the caller's, called after the call's check */
     void *progress_ctx;
-    bool gone; /* aborted: the call's client has gone */
+    int64_t gone_check_ms; /* monotonic: call_progress asks gone() again from then on */
+    bool gone;             /* aborted: the call's client has gone */
 };
 
 /* Progress callback of a transfer that serves a request: non-zero (abort) once its client has
@@ -159,9 +163,13 @@ static int call_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_o
                          curl_off_t ulnow)
 {
     struct transfer *x = ctx;
-    if (cma_call_gone(x->call)) {
-        x->gone = true;
-        return 1;
+    int64_t now = cma_clock_mono_ms();
+    if (now >= x->gone_check_ms) {
+        x->gone_check_ms = now + CMA_GONE_CHECK_MS;
+        if (cma_call_gone(x->call)) {
+            x->gone = true;
+            return 1;
+        }
     }
     return x->progress ? x->progress(x->progress_ctx, dltotal, dlnow, ultotal, ulnow) : 0;
 }
@@ -357,13 +365,15 @@ enum cma_errc cma_transport_perform(struct cma_transport *t, const struct cma_ht
     memset(res, 0, sizeof(*res));
     if (!req->write && !req->gather)
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "a request needs a body sink");
-    int64_t timeout_ms = cma_call_budget_ms(req->call, req->timeout_ms, cma_clock_mono_ms());
+    int64_t now = cma_clock_mono_ms();
+    int64_t timeout_ms = cma_call_budget_ms(req->call, req->timeout_ms, now);
     if (timeout_ms <= 0 || cma_call_gone(req->call))
         return too_late(t, req, timeout_ms <= 0, reterr);
     struct transfer x = {.h = req->dedicated ? curl_easy_init() : cma_curl_pool_take(t->pool),
                          .timeout_ms = timeout_ms,
                          .shown_ms = said_limit(req, timeout_ms),
-                         .call = req->call};
+                         .call = req->call,
+                         .gone_check_ms = now + CMA_GONE_CHECK_MS};
     if (!x.h)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory (curl handle)");
     x.cred = take_creds(t);

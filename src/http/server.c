@@ -67,8 +67,9 @@
  *   the worker that the client left; instead gone() polls the socket (POLLRDHUP: the client
  *   closed its end; POLLHUP/POLLERR: reset), without reading, so the bytes stay for the event
  *   loop. The descriptor stays open while the connection is suspended (the sweeper leaves BUSY
- *   connections alone). Backend calls ask it about once a second (transport.c), so a query whose
- *   client has gone is aborted instead of holding a Prometheus query slot until its timeout.
+ *   connections alone). Backend calls ask it about once a second, and at most every
+ *   CMA_GONE_CHECK_MS (transport.c), so a query whose client has gone is aborted instead of
+ *   holding a Prometheus query slot until its timeout.
  *   Like Go's net/http, a client that half-closes its side counts as gone.
  * - Client certificates are requested, never required: MHD 0.9.75 calls
  *   gnutls_certificate_server_set_request(GNUTLS_CERT_REQUEST) on every session only when

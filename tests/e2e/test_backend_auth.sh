@@ -293,7 +293,7 @@ if start_adapter config/gpu-dcgm.yaml --lister-kubeconfig="$KC/kube-plain.yaml" 
     wait_adapter_log "cache of pods: LIST failed .*https://127\.0\.0\.1:$P_KUBE: SSL: $MISMATCH_RE"
   adapter_fetch "$BERT"
   t_json "kube lister without tls-server-name: a metric request gets a 503 Status" "$R_BODY" \
-    '"\(.kind) \(.status) \(.code)"' "Status Failure 503"
+    '"\(.kind) \(.status) \(.code) \(.reason)"' "Status Failure 503 ServiceUnavailable"
   t_eq "kube lister without tls-server-name: ... whose code is the HTTP status" "$R_STATUS" \
     "$(jq -r .code <<<"$R_BODY")"
   adapter_fetch /healthz

@@ -352,6 +352,93 @@ static void test_cma_transport_perform__unreachable_and_timeouts(void **state)
     cma_fake_http_stop(s);
 }
 
+/* What a test's struct cma_call and progress callback see. */
+struct asked {
+    int gone;      /* gone() questions */
+    int progress;  /* calls of the caller's progress callback */
+    bool left;     /* what gone() answers */
+    bool leave_at; /* the first progress call sets left: the client goes mid-transfer */
+};
+
+static bool count_gone(const void *ctx)
+{
+    struct asked *a = (struct asked *)ctx;
+    a->gone++;
+    return a->left;
+}
+
+static int count_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                          curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    struct asked *a = ctx;
+    a->progress++;
+    if (a->leave_at)
+        a->left = true;
+    return 0;
+}
+
+/* gone() may cost a system call (the server polls the client's socket): while data flows, curl
+ * calls the progress callback for every read, and the transport asks gone() at most every
+ * CMA_GONE_CHECK_MS. A client that goes mid-transfer still ends a silent transfer early: as a
+ * timeout, with nothing of the answer kept. */
+static void test_cma_transport_perform__gone_asked_sparingly(void **state)
+{
+    (void)state;
+    size_t len = (size_t)4 << 20;
+    char *big = malloc(len);
+    assert_non_null(big);
+    memset(big, 'x', len);
+    struct cma_fake_answer a[] = {
+        {.path = "/big", .status = 200, .body = big, .body_len = len, .chunk = 1024},
+        {.path = "/slow", .status = 200, .body = "{}", .delay_ms = 10000}};
+    struct cma_fake_http *s = serve(a, 2);
+    struct cma_transport t;
+    struct seen seen = {0};
+    transport_for(&t, &BACKEND, NULL, &seen);
+    char *url = cma_fake_http_url(s, "/big");
+    struct asked asked = {0};
+    struct cma_call call = {.gone = count_gone, .gone_ctx = &asked};
+    struct cma_buf body;
+    cma_buf_init(&body, len);
+    struct cma_http_request req = {.method = "GET",
+                                   .url = url,
+                                   .what = "/big",
+                                   .where = "http://p",
+                                   .timeout_ms = 30000,
+                                   .gather = &body,
+                                   .call = &call,
+                                   .progress = count_progress,
+                                   .progress_ctx = &asked};
+    struct cma_http_result res;
+    struct cma_err err;
+    cma_err_clear(&err);
+    int64_t t0 = cma_clock_mono_ms();
+    assert_int_equal(cma_transport_perform(&t, &req, &res, &err), CMA_OK);
+    int64_t took = cma_clock_mono_ms() - t0;
+    assert_int_equal(body.len, len);
+    /* once before the transfer, then at most once per CMA_GONE_CHECK_MS that passed */
+    assert_true(asked.gone <= 2 + (int)(took / CMA_GONE_CHECK_MS));
+    assert_true(asked.progress > asked.gone); /* curl called back more often than gone() ran */
+
+    char *slow = cma_fake_http_url(s, "/slow");
+    req.url = slow;
+    req.what = "/slow";
+    asked = (struct asked){.leave_at = true};
+    cma_buf_clear(&body);
+    cma_err_clear(&err);
+    assert_int_equal(cma_transport_perform(&t, &req, &res, &err), CMA_ERR_BACKEND_TIMEOUT);
+    assert_int_equal(res.curl, CURLE_ABORTED_BY_CALLBACK);
+    assert_true(asked.gone >= 2); /* before the transfer ("there"), then during it ("gone") */
+    assert_int_equal(body.len, 0);
+    cma_transport_done(&t);
+    cma_buf_done(&body);
+    free(slow);
+    free(url);
+    free(big);
+    cma_fake_http_stop(s);
+}
+
 /* CURLOPT_CONNECT_TO: the URL names one host, the connection goes to another (kube's
  * tls-server-name). */
 static void test_cma_transport_perform__connect_to(void **state)
@@ -544,6 +631,7 @@ int main(void)
         cmocka_unit_test(test_cma_transport_perform__gathered_body_over_ceiling),
         cmocka_unit_test(test_cma_transport_perform__write_callback_streams_and_stops),
         cmocka_unit_test(test_cma_transport_perform__unreachable_and_timeouts),
+        cmocka_unit_test(test_cma_transport_perform__gone_asked_sparingly),
         cmocka_unit_test(test_cma_transport_perform__connect_to),
         cmocka_unit_test(test_cma_transport_perform__accept_encoding),
         cmocka_unit_test(test_cma_transport_status_code__tables),
