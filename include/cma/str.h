@@ -30,6 +30,11 @@ char *cma_duration_format(int64_t ms, char *out, size_t out_len);
 #define CMA_U64_DIGITS 20
 size_t cma_u64_format(char out[CMA_U64_DIGITS], uint64_t v, unsigned width);
 
+/* Writes parts[0..n) one after the other into out[out_len], as snprintf(out, out_len,
+ * "%s%s...") does: cut after out_len - 1 bytes, NUL-terminated when out_len > 0. Returns the
+ * whole length (>= out_len: cut). The request path's string joiner, without printf's cost. */
+size_t cma_str_concat(char *out, size_t out_len, const char *const *parts, size_t n);
+
 /* The value of one hexadecimal digit (0-9, a-f, A-F), or -1 for any other byte. */
 int cma_hex_digit(int c);
 /* The byte a percent-escape "%XX" starting at s[i] stands for (0 to 255), or -1 when s[i + 1]

@@ -29,6 +29,7 @@
 #include "cma/objcache.h"
 #include "cma/router.h"
 #include "cma/server.h"
+#include "cma/str.h"
 
 #ifndef CMA_VERSION
 #define CMA_VERSION "0.0.0"
@@ -99,13 +100,15 @@ static void nonresource_path(const struct cma_route *r, char *out, size_t len)
         break;
     case CMA_ROUTE_API_GROUP: /* the router matches served groups and versions only */
     case CMA_ROUTE_API_GROUP_VERSION:
-        snprintf(out, len, "/apis/%s%s%s", r->group, r->version ? "/" : "",
-                 r->version ? r->version : "");
+        cma_str_concat(out, len,
+                       (const char *const[]){"/apis/", r->group, r->version ? "/" : "",
+                                             r->version ? r->version : ""},
+                       4);
         return;
     default:
         break;
     }
-    snprintf(out, len, "%s", fixed);
+    cma_str_concat(out, len, &fixed, 1);
 }
 
 static const char *request_verb(const char *method, const char *scope)

@@ -29,6 +29,7 @@
 #include "cma/rule.h"
 #include "cma/selector.h"
 #include "cma/server.h"
+#include "cma/str.h"
 
 void cma_api_reply_error(struct cma_response *resp, const struct cma_err *err)
 {
@@ -354,7 +355,7 @@ static enum gate auth_gate(struct cma_app *app, const struct cma_request *req,
     enum gate g = authorize_gate(app, req, route, user, wait, resp);
     if (g != GATE_WOULD_BLOCK) {
         cma_auth_count_authn(app->auth, &tally);
-        snprintf(info->user, sizeof info->user, "%s", user->name);
+        cma_str_concat(info->user, sizeof info->user, (const char *const[]){user->name}, 1);
     }
     cma_user_free(user);
     return g;

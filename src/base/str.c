@@ -152,6 +152,23 @@ size_t cma_u64_format(char out[CMA_U64_DIGITS], uint64_t v, unsigned width)
     return n;
 }
 
+size_t cma_str_concat(char *out, size_t out_len, const char *const *parts, size_t n)
+{
+    size_t total = 0, at = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(parts[i]);
+        total += len;
+        if (out_len > 0 && at < out_len - 1) {
+            size_t k = len < out_len - 1 - at ? len : out_len - 1 - at;
+            memcpy(out + at, parts[i], k);
+            at += k;
+        }
+    }
+    if (out_len > 0)
+        out[at] = '\0';
+    return total;
+}
+
 int cma_hex_digit(int c)
 {
     if (c >= '0' && c <= '9')

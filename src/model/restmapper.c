@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "cma/apiresource.h"
+#include "cma/str.h"
 
 struct cma_restmapper {
     atomic_int refs;
@@ -131,15 +132,15 @@ const struct cma_api_resource *cma_restmapper_parse_for(const struct cma_restmap
 void cma_restmapper_group_resource(const struct cma_api_resource *r, char *out, size_t out_len)
 {
     if (r->group[0])
-        snprintf(out, out_len, "%s.%s", r->resource, r->group);
+        cma_str_concat(out, out_len, (const char *const[]){r->resource, ".", r->group}, 3);
     else
-        snprintf(out, out_len, "%s", r->resource);
+        cma_str_concat(out, out_len, (const char *const[]){r->resource}, 1);
 }
 
 void cma_restmapper_api_version(const struct cma_api_resource *r, char *out, size_t out_len)
 {
     if (r->group[0])
-        snprintf(out, out_len, "%s/%s", r->group, r->version);
+        cma_str_concat(out, out_len, (const char *const[]){r->group, "/", r->version}, 3);
     else
-        snprintf(out, out_len, "%s", r->version);
+        cma_str_concat(out, out_len, (const char *const[]){r->version}, 1);
 }

@@ -93,6 +93,27 @@ static void test_cma_url_display__strips_userinfo_only(void **state)
     assert_false(cma_url_has_userinfo(NULL));
 }
 
+/* cma_str_concat writes what snprintf(out, size, "%s%s%s") writes and returns what it returns,
+ * for every buffer size from 0 past the whole length (cuts at each byte, empty parts). */
+static void test_cma_str_concat__same_as_snprintf(void **state)
+{
+    (void)state;
+    const char *const parts[] = {"/apis/", "", "custom.metrics.k8s.io", "/", "v1beta2"};
+    size_t n = sizeof parts / sizeof parts[0];
+    char want[64], got[64];
+    for (size_t size = 0; size < sizeof want; size++) {
+        memset(want, '#', sizeof want);
+        memset(got, '#', sizeof got);
+        int w =
+            snprintf(want, size, "%s%s%s%s%s", parts[0], parts[1], parts[2], parts[3], parts[4]);
+        size_t g = cma_str_concat(got, size, parts, n);
+        assert_int_equal(g, (size_t)w);
+        assert_memory_equal(got, want, sizeof want); /* nothing written past the cut */
+    }
+    assert_int_equal(cma_str_concat(got, sizeof got, parts, 0), 0);
+    assert_string_equal(got, "");
+}
+
 /* cma_u64_format writes what "%0*llu" writes, for widths below, at and above the digit count,
  * both ends of the range, and stops padding at CMA_U64_DIGITS. */
 static void test_cma_u64_format__same_as_printf(void **state)
@@ -122,6 +143,7 @@ int main(void)
         cmocka_unit_test(test_cma_percent_decode__query_and_path),
         cmocka_unit_test(test_cma_url_display__strips_userinfo_only),
         cmocka_unit_test(test_cma_u64_format__same_as_printf),
+        cmocka_unit_test(test_cma_str_concat__same_as_snprintf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
