@@ -43,7 +43,9 @@ void cma_log_v(int v, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 
 /* ---- structured lines ---- */
 
-enum cma_log_field_type { CMA_LOG_FIELD_STR, CMA_LOG_FIELD_INT, CMA_LOG_FIELD_FLOAT };
+/* CMA_LOG_FIELD_MS: a duration given in nanoseconds (i), written in milliseconds with three
+ * decimals (rounded to the nearest microsecond, halves away from zero): "1.500". */
+enum cma_log_field_type { CMA_LOG_FIELD_STR, CMA_LOG_FIELD_INT, CMA_LOG_FIELD_MS };
 
 /* One key/value of a structured line. Keys are plain words ([A-Za-z0-9_-]); a NULL string
  * value is written as "". */
@@ -52,13 +54,11 @@ struct cma_log_field {
     enum cma_log_field_type type;
     const char *s;
     int64_t i;
-    double f;
 };
 
 #define CMA_LOG_STR(k, v) ((struct cma_log_field){.key = (k), .type = CMA_LOG_FIELD_STR, .s = (v)})
 #define CMA_LOG_INT(k, v) ((struct cma_log_field){.key = (k), .type = CMA_LOG_FIELD_INT, .i = (v)})
-#define CMA_LOG_FLOAT(k, v)                                                                        \
-    ((struct cma_log_field){.key = (k), .type = CMA_LOG_FIELD_FLOAT, .f = (v)})
+#define CMA_LOG_MS(k, ns) ((struct cma_log_field){.key = (k), .type = CMA_LOG_FIELD_MS, .i = (ns)})
 
 /* An info line at verbosity v (printed when --v >= v) with a fixed message and fields: in text,
  * strings are double-quoted with Go's escapes (key="a\"b"), numbers bare; in JSON each field is

@@ -163,10 +163,9 @@ void cma_api_request_begin(struct cma_api_request_info *info)
     };
 }
 
-/* Seconds since the request was read: the handler's part in nanoseconds, plus the wait before
- * it (the server stamps requests in milliseconds). */
-static double elapsed_seconds(const struct cma_request *req,
-                              const struct cma_api_request_info *info)
+/* Nanoseconds since the request was read: the handler's part, plus the wait before it (the
+ * server stamps requests in milliseconds). */
+static int64_t elapsed_ns(const struct cma_request *req, const struct cma_api_request_info *info)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -174,10 +173,10 @@ static double elapsed_seconds(const struct cma_request *req,
     int64_t wait_ms = req->start_mono_ms > 0 && req->start_mono_ms <= info->start_ms
                           ? info->start_ms - req->start_mono_ms
                           : 0;
-    return (double)ns / 1e9 + (double)wait_ms / 1e3;
+    return ns + wait_ms * 1000000;
 }
 
-static void log_request(const struct cma_request *req, int status, double seconds,
+static void log_request(const struct cma_request *req, int status, int64_t ns,
                         const struct cma_api_request_info *info)
 {
     struct cma_log_field f[7];
@@ -186,9 +185,9 @@ static void log_request(const struct cma_request *req, int status, double second
     f[n++] = CMA_LOG_STR("path", req->path);
     f[n++] = CMA_LOG_INT("code", status);
     f[n++] = CMA_LOG_STR("user", info->user);
-    f[n++] = CMA_LOG_FLOAT("duration_ms", seconds * 1e3);
+    f[n++] = CMA_LOG_MS("duration_ms", ns);
     if (info->backend_measured)
-        f[n++] = CMA_LOG_FLOAT("backend_ms", (double)info->backend_ns / 1e6);
+        f[n++] = CMA_LOG_MS("backend_ms", (int64_t)info->backend_ns);
     const char *audit = cma_request_header(req, "Audit-Id");
     if (audit)
         f[n++] = CMA_LOG_STR("audit_id", audit);
@@ -199,15 +198,15 @@ void cma_api_request_end(struct cma_app *app, const struct cma_request *req,
                          const struct cma_response *resp, const struct cma_api_request_info *info)
 {
     int status = resp->status ? resp->status : 200;
-    double seconds = elapsed_seconds(req, info);
+    int64_t ns = elapsed_ns(req, info);
     if (app->requests_total || app->request_duration) {
         struct request_labels l;
         request_labels(req, info->route, status, &l);
         cma_metric_inc(app->requests_total, l.v);
-        cma_metric_observe(app->request_duration, l.v, seconds);
+        cma_metric_observe(app->request_duration, l.v, (double)ns / 1e9);
     }
     if (cma_log_enabled(2))
-        log_request(req, status, seconds, info);
+        log_request(req, status, ns, info);
 }
 
 /* ---- /metrics ------------------------------------------------------------------------------- */

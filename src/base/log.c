@@ -149,16 +149,6 @@ static void line_vprintf(struct line *l, const char *fmt, va_list ap)
     va_end(again);
 }
 
-static void line_printf(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void line_printf(struct line *l, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    line_vprintf(l, fmt, ap);
-    va_end(ap);
-}
-
 /* v in decimal, zero-padded to at least width digits: the access log line is written on every
  * request, and printf was most of its cost. */
 static void line_uint(struct line *l, uint64_t v, unsigned width)
@@ -175,6 +165,19 @@ static void line_int(struct line *l, long long v)
     } else {
         line_uint(l, (uint64_t)v, 1);
     }
+}
+
+/* ns nanoseconds as milliseconds with three decimals ("%.3f" of ns / 1e6, rounded to the
+ * microsecond), without printf. */
+static void line_ms(struct line *l, int64_t ns)
+{
+    uint64_t mag = ns < 0 ? 0ULL - (uint64_t)ns : (uint64_t)ns;
+    uint64_t us = mag / 1000 + (mag % 1000 >= 500);
+    if (ns < 0 && us > 0)
+        line_append(l, "-", 1);
+    line_uint(l, us / 1000, 1);
+    line_append(l, ".", 1);
+    line_uint(l, us % 1000, 3);
 }
 
 /* Appends the marker when something was lost, then the newline, and writes the line. */
@@ -231,23 +234,28 @@ static void append_json_string(struct line *l, const char *s, size_t n)
 static void append_quoted(struct line *l, const char *s)
 {
     line_appends(l, "\"");
-    for (const char *p = s; *p; p++) {
+    const char *run = s; /* bytes that need no escape are appended a run at a time */
+    for (const char *p = s;; p++) {
         unsigned char c = (unsigned char)*p;
-        char esc[8];
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            line_append(l, esc, 2);
-        } else if (c == '\n' || c == '\t' || c == '\r') {
-            esc[0] = '\\';
+        bool plain = c >= 0x20 && c != 0x7f && c != '"' && c != '\\';
+        if (plain)
+            continue;
+        line_append(l, run, (size_t)(p - run));
+        run = p + 1;
+        if (c == '\0')
+            break;
+        char esc[4] = {'\\', (char)c, 0, 0};
+        size_t n = 2;
+        if (c == '\n' || c == '\t' || c == '\r') {
             esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
-            line_append(l, esc, 2);
         } else if (c < 0x20 || c == 0x7f) {
-            snprintf(esc, sizeof esc, "\\x%02x", c);
-            line_append(l, esc, 4);
-        } else {
-            line_append(l, p, 1);
+            static const char hex[] = "0123456789abcdef";
+            esc[1] = 'x';
+            esc[2] = hex[c >> 4];
+            esc[3] = hex[c & 15];
+            n = 4;
         }
+        line_append(l, esc, n);
     }
     line_appends(l, "\"");
 }
@@ -322,8 +330,8 @@ static void append_field(struct line *l, const struct cma_log_field *f, bool jso
     }
     if (f->type == CMA_LOG_FIELD_INT)
         line_int(l, (long long)f->i);
-    else if (f->type == CMA_LOG_FIELD_FLOAT)
-        line_printf(l, "%.3f", f->f);
+    else if (f->type == CMA_LOG_FIELD_MS)
+        line_ms(l, f->i);
     else if (json)
         append_json_string(l, f->s ? f->s : "", f->s ? strlen(f->s) : 0);
     else

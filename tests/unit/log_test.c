@@ -139,7 +139,7 @@ static void test_cma_log_fields__text_quotes_strings(void **state)
     cma_log_set_verbosity(2);
     struct cma_log_field f[] = {CMA_LOG_STR("user", "jane \"j\"\\"), CMA_LOG_INT("code", 200),
                                 CMA_LOG_INT("delta", -42),           CMA_LOG_INT("zero", 0),
-                                CMA_LOG_FLOAT("duration_ms", 1.5),   CMA_LOG_STR("path", NULL),
+                                CMA_LOG_MS("duration_ms", 1500000),  CMA_LOG_STR("path", NULL),
                                 CMA_LOG_STR("ctl", "a\tb\x01")};
     struct capture c;
     capture_start(&c);
@@ -148,6 +148,47 @@ static void test_cma_log_fields__text_quotes_strings(void **state)
     assert_string_equal(out + 24, " I HTTP user=\"jane \\\"j\\\"\\\\\" code=200 delta=-42 zero=0 "
                                   "duration_ms=1.500 "
                                   "path=\"\" ctl=\"a\\tb\\x01\"\n");
+    free(out);
+}
+
+/* Durations in nanoseconds are written in milliseconds with three decimals, rounded to the
+ * nearest microsecond (halves away from zero); strings keep every byte that needs no escape
+ * (UTF-8 included) and escape the rest as Go's %q does. */
+static void test_cma_log_fields__durations_and_escapes(void **state)
+{
+    (void)state;
+    cma_log_set_verbosity(2);
+    static const struct {
+        int64_t ns;
+        const char *want;
+    } cases[] = {{0, "0.000"},
+                 {499, "0.000"},
+                 {500, "0.001"},
+                 {17000, "0.017"},
+                 {999499, "0.999"},
+                 {999500, "1.000"},
+                 {1500000, "1.500"},
+                 {1234567890, "1234.568"},
+                 {-1500000, "-1.500"},
+                 {-400, "0.000"},
+                 {INT64_MAX, "9223372036854.776"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct cma_log_field f[] = {CMA_LOG_MS("d", cases[i].ns)};
+        struct capture c;
+        capture_start(&c);
+        cma_log_fields(2, "T", f, 1);
+        char *out = capture_end(&c);
+        char want[64];
+        snprintf(want, sizeof want, " I T d=%s\n", cases[i].want);
+        assert_string_equal(out + 24, want);
+        free(out);
+    }
+    struct cma_log_field f[] = {CMA_LOG_STR("s", "caf\xc3\xa9 \x7f\n\r\"end\"\\")};
+    struct capture c;
+    capture_start(&c);
+    cma_log_fields(2, "T", f, 1);
+    char *out = capture_end(&c);
+    assert_string_equal(out + 24, " I T s=\"caf\xc3\xa9 \\x7f\\n\\r\\\"end\\\"\\\\\"\n");
     free(out);
 }
 
@@ -166,7 +207,7 @@ static void test_cma_log__json_lines_parse(void **state)
     cma_log_set_format(CMA_LOG_FORMAT_JSON);
     cma_log_set_verbosity(2);
     struct cma_log_field f[] = {CMA_LOG_STR("verb", "GET"), CMA_LOG_INT("code", 404),
-                                CMA_LOG_FLOAT("backend_ms", 0.25)};
+                                CMA_LOG_MS("backend_ms", 250000)};
     struct capture c;
     capture_start(&c);
     cma_log_warn("quote \" backslash \\ newline\n bad utf8 \xff ok \xc3\xa9");
@@ -234,6 +275,7 @@ int main(void)
         cmocka_unit_test_setup(test_cma_log__long_line_written_whole, setup),
         cmocka_unit_test_setup(test_cma_log__newlines_become_spaces_in_text, setup),
         cmocka_unit_test_setup(test_cma_log_fields__text_quotes_strings, setup),
+        cmocka_unit_test_setup(test_cma_log_fields__durations_and_escapes, setup),
         cmocka_unit_test_setup(test_cma_log__json_lines_parse, setup),
         cmocka_unit_test_setup(test_cma_log__json_long_line_whole, setup),
         cmocka_unit_test_setup(test_cma_log_parse_format__names, setup),
