@@ -196,6 +196,21 @@ def parse_wrk(text):
 
 # --- aggregation -----------------------------------------------------------------------------------
 
+
+def load_wrk(d, prefix):
+    """The wrk runs d/PREFIX-<n>.txt, each with the CPU times of d/PREFIX-<n>-cpu.json."""
+    wrk = [parse_wrk(t) for t in runs(d, prefix, ".txt")]
+    for i, x in enumerate(wrk, 1):
+        c = load(os.path.join(d, "%s-%d-cpu.json" % (prefix, i))) or {}
+        x["adapter_cpu_s"], x["wrk_cpu_s"], x["seconds"] = c.get("adapter_cpu_s"), c.get("cpu_s"), c.get("seconds")
+    return wrk
+
+
+def cpu_per_request_us(wrk):
+    """Median adapter CPU per request over the runs, in µs (None when unknown)."""
+    return med([x["adapter_cpu_s"] / x["requests"] * 1e6 for x in wrk
+                if x.get("adapter_cpu_s") is not None and x.get("requests")])
+
 def aggregate_dataset(d):
     if not os.path.isdir(d):
         return None
@@ -225,15 +240,8 @@ def aggregate_dataset(d):
     a["relist_cycles"] = [c for r in rel for c in (r.get("relist_cycles_s") or [])]
     a["relist_query_ms"] = [q for r in rel for q in (r.get("series_query_ms") or [])[1:] if q is not None]
     a["relists_watched"] = min([r.get("relists_watched", 0) for r in rel], default=0)
-    wrk = [parse_wrk(t) for t in runs(d, "wrk", ".txt")]
-    cpu = {}
-    for name in os.listdir(d):
-        if name.startswith("wrk-") and name.endswith("-cpu.json") and name[4:-9].isdigit():
-            cpu[int(name[4:-9])] = load(os.path.join(d, name)) or {}
-    for i, x in enumerate(wrk, 1):
-        c = cpu.get(i, {})
-        x["adapter_cpu_s"], x["wrk_cpu_s"], x["seconds"] = c.get("adapter_cpu_s"), c.get("cpu_s"), c.get("seconds")
-    a["wrk"] = wrk
+    a["wrk"] = load_wrk(d, "wrk")
+    a["wrk_log"] = load_wrk(d, "wrk-log")
     a["breakdown"] = load(os.path.join(d, "breakdown.json"))
     a["profiles"] = {}
     for what in ("discovery", "selector1000"):
@@ -406,14 +414,18 @@ def render(results):
     w("### 2. Discovery document over TLS with keep-alive")
     w("")
     w("`wrk -t2 -c32 -d10s --latency -H 'Accept: application/json' https://…/apis/custom.metrics.k8s.io/v1beta1` "
-      "(wrk does not verify the self-signed certificate; it shares the 2 cores with the adapter). "
-      "Single-connection latency: Python http.client, 200 back-to-back GETs on one TLS connection per run.")
+      "(wrk does not verify the self-signed certificate; it shares the 2 cores with the adapter), against an "
+      "adapter at `--v=1`, the verbosity `deploy/` and the chart ship, which logs no line per request; the "
+      "same runs against the `--v=5` adapter of the latency runs, which writes one access log line per request, "
+      "are in the last columns. Single-connection latency: Python http.client, 200 back-to-back GETs on one TLS "
+      "connection per run (the `--v=5` adapter).")
     w("")
     rows = []
     for k in dsets:
         a = A[k]
         rps = [x["rps"] for x in a["wrk"]]
-        errs = sum(x["non2xx"] + x["socket_errors"] for x in a["wrk"])
+        rps_log = [x["rps"] for x in a["wrk_log"]]
+        errs = sum(x["non2xx"] + x["socket_errors"] for x in a["wrk"] + a["wrk_log"])
         tls = dig(a["dl"][0] if a["dl"] else None, "tls")
         rows.append([DATASET_TITLE[k].split(":")[0], fmt(a["discovery_entries"], 0),
                      "**%s**%s" % (fmt(med(rps), 0), spread(rps, 0)),
@@ -424,10 +436,13 @@ def render(results):
                                        fmt(med([dig(x, "latency", "p99") for x in a["dl"]]), 2)),
                      "%s / %s" % (fmt(med([x.get("bytes") for x in a["dl"]]), 0), fmt(med([x.get("bytes_curl_user_agent") for x in a["dl"]]), 0)),
                      "%s %s" % (tls.get("version"), tls.get("cipher")) if tls else "n/a",
-                     verdict(None if med(rps) is None else med(rps) >= TARGETS["discovery_rps"])])
+                     verdict(None if med(rps) is None else med(rps) >= TARGETS["discovery_rps"]),
+                     "%s%s" % (fmt(med(rps_log), 0), spread(rps_log, 0)) if rps_log else "n/a",
+                     fmt(cpu_per_request_us(a["wrk_log"]), 1, " µs")])
     w(table(["dataset", "entries", "wrk requests/s", "wrk p50 / p99 (ms)", "non-2xx + socket errors",
              "one connection p50 / p90 / p99 (ms)", "bytes (kubectl / curl User-Agent)", "TLS",
-             "target ≥ %s req/s" % fmt(TARGETS["discovery_rps"], 0)], rows))
+             "target ≥ %s req/s" % fmt(TARGETS["discovery_rps"], 0),
+             "with the access log (`--v=5`): wrk requests/s", "… adapter CPU per request"], rows))
     w("")
     if "1m" in A:
         w("With 2,000 entries each answer is 229 KB: 20,000 answers/s would be 4.6 GB/s of TLS on 2 cores, so that "
@@ -436,13 +451,11 @@ def render(results):
     rows = []
     for k in dsets:
         a = A[k]
-        per_req = [x["adapter_cpu_s"] / x["requests"] * 1e6 for x in a["wrk"]
-                   if x.get("adapter_cpu_s") is not None and x.get("requests")]
         wrk_share = [x["wrk_cpu_s"] / (x["wrk_cpu_s"] + x["adapter_cpu_s"]) for x in a["wrk"]
                      if x.get("wrk_cpu_s") and x.get("adapter_cpu_s")]
         busy = [(x["wrk_cpu_s"] + x["adapter_cpu_s"]) / x["seconds"] for x in a["wrk"]
                 if x.get("wrk_cpu_s") and x.get("adapter_cpu_s") and x.get("seconds")]
-        pr = med(per_req)
+        pr = cpu_per_request_us(a["wrk"])
         rows.append([DATASET_TITLE[k].split(":")[0], fmt(pr, 1, " µs"),
                      fmt(2e6 / pr, 0) if pr else "n/a",
                      "%s of the CPU time spent by wrk + adapter" % (fmt(100 * med(wrk_share), 0, " %") if wrk_share else "n/a"),
@@ -569,7 +582,7 @@ def render(results):
         w("")
     for k in dsets:
         prof = A[k]["profiles"]
-        for what, title in (("discovery", "wrk on the discovery document"),
+        for what, title in (("discovery", "wrk on the discovery document (the `--v=1` adapter)"),
                             ("selector1000", "back-to-back 1,000-pod by-selector requests")):
             if prof.get(what + "-dso") or prof.get(what):
                 w("<details><summary>%s: adapter CPU profile under %s (perf, self time, 10 s at 499 Hz)</summary>"

@@ -321,13 +321,28 @@ jq -n '[{name: "10 pods", selector: "bench10=yes", expect_items: 10},
        | map(. + {path: ("/apis/custom.metrics.k8s.io/v1beta1/namespaces/bench/pods/*/bench_metric_0000?labelSelector=" + .selector)})' \
   >"$LAT_CASES"
 
-# profile_adapter: with perf (when installed and BENCH_PROFILE != 0), 10 s samples of the adapter
-# ($A_PID) under wrk on the discovery document, then under back-to-back 1,000-pod requests;
-# flat profiles (self time by library and symbol) in $OUT/profile-*.txt.
+# wrk_runs PREFIX: WRK_RUNS runs of wrk on the discovery document of the adapter ($A_PID), each
+# with the adapter's and wrk's CPU time: $OUT/PREFIX-N.txt and $OUT/PREFIX-N-cpu.json.
+wrk_runs() {
+  local prefix=$1 i cpu0 cpu1
+  for i in $(seq 1 "$WRK_RUNS"); do
+    cpu0=$("${CLIENT[@]}" cpu --pid "$A_PID")
+    "${CLIENT[@]}" timed --out "$OUT/$prefix-$i-cpu.json" -- wrk -t2 -c32 -d10s --latency \
+      -H 'Accept: application/json' "$A_URL/apis/custom.metrics.k8s.io/v1beta1" >"$OUT/$prefix-$i.txt" 2>&1
+    cpu1=$("${CLIENT[@]}" cpu --pid "$A_PID")
+    jq --argjson a "${cpu1:-null}" --argjson b "${cpu0:-null}" '. + {adapter_cpu_s: (if $a and $b then $a - $b else null end)}' \
+      "$OUT/$prefix-$i-cpu.json" >"$OUT/$prefix-$i-cpu.json.tmp" && mv "$OUT/$prefix-$i-cpu.json.tmp" "$OUT/$prefix-$i-cpu.json"
+    say "$name: $prefix run $i: $(grep -E 'Requests/sec' "$OUT/$prefix-$i.txt" | tr -s ' '), adapter CPU $(jq .adapter_cpu_s "$OUT/$prefix-$i-cpu.json") s, wrk CPU $(jq .cpu_s "$OUT/$prefix-$i-cpu.json") s"
+  done
+}
+
+# profile_adapter WHAT...: with perf (when installed and BENCH_PROFILE != 0), 10 s samples of the
+# adapter ($A_PID) under wrk on the discovery document (discovery) or under back-to-back 1,000-pod
+# requests (selector1000); flat profiles (self time by library and symbol) in $OUT/profile-*.txt.
 profile_adapter() {
   [ "${BENCH_PROFILE:-1}" != 0 ] && command -v perf >/dev/null 2>&1 || return 0
   local what data
-  for what in discovery selector1000; do
+  for what in "$@"; do
     data=$CMA_TMP/perf-$what.data
     perf record -F 499 -p "$A_PID" -o "$data" -- sleep 10 >/dev/null 2>&1 &
     local perf_pid=$!
@@ -422,16 +437,7 @@ run_dataset() {
       "${CLIENT[@]}" discovery-latency --adapter "$A_URL" --n 200 --out "$OUT/discovery-latency-$i.json" ||
         say "$name: discovery-latency run $i had errors"
     done
-    local cpu0 cpu1
-    for i in $(seq 1 "$WRK_RUNS"); do
-      cpu0=$("${CLIENT[@]}" cpu --pid "$A_PID")
-      "${CLIENT[@]}" timed --out "$OUT/wrk-$i-cpu.json" -- wrk -t2 -c32 -d10s --latency \
-        -H 'Accept: application/json' "$A_URL/apis/custom.metrics.k8s.io/v1beta1" >"$OUT/wrk-$i.txt" 2>&1
-      cpu1=$("${CLIENT[@]}" cpu --pid "$A_PID")
-      jq --argjson a "${cpu1:-null}" --argjson b "${cpu0:-null}" '. + {adapter_cpu_s: (if $a and $b then $a - $b else null end)}' \
-        "$OUT/wrk-$i-cpu.json" >"$OUT/wrk-$i-cpu.json.tmp" && mv "$OUT/wrk-$i-cpu.json.tmp" "$OUT/wrk-$i-cpu.json"
-      say "$name: wrk run $i: $(grep -E 'Requests/sec' "$OUT/wrk-$i.txt" | tr -s ' '), adapter CPU $(jq .adapter_cpu_s "$OUT/wrk-$i-cpu.json") s, wrk CPU $(jq .cpu_s "$OUT/wrk-$i-cpu.json") s"
-    done
+    wrk_runs wrk-log
     if [ -s "$OUT/cases.json" ]; then
       for i in $(seq 1 "$LAT_RUNS"); do
         "${CLIENT[@]}" latency --adapter "$A_URL" --prom "$PROM_URL" --kube "$KUBE_URL" \
@@ -442,7 +448,15 @@ run_dataset() {
     fi
     jq -n --argjson m "$(rss_json "$A_PID")" --argjson relists "$("${CLIENT[@]}" relists --log "$A_LOG")" \
       '{after_requests: $m, relists: $relists}' >"$OUT/requests-end.json"
-    profile_adapter
+    profile_adapter selector1000
+    cma_stop "$A_PID" 10
+  fi
+
+  # 2. discovery throughput at the verbosity deploy/ and the chart ship (--v=1), where no line is
+  # logged per request; wrk-log-* above are the same runs with the access log on (--v=5).
+  if bench_adapter "discovery" 1m 1 "$expect"; then
+    wrk_runs wrk
+    profile_adapter discovery
     cma_stop "$A_PID" 10
   fi
 
