@@ -14,7 +14,10 @@
 #          "after=build-b/custom-metrics-adapter --some-flag=x"
 # Knobs: OVERHEAD_NAMES=10 (metrics of 1,000 pods each: 10k series), OVERHEAD_RUNS=5,
 #        OVERHEAD_ROUNDS=200, OVERHEAD_HOLD=0 (seconds to keep everything up afterwards, for
-#        strace or perf; the URLs and pids are printed). Raw files: bench/.cache/overhead-last/.
+#        strace or perf; the URLs and pids are printed), OVERHEAD_WRK=0 (1: in each run, after
+#        the latency rounds, also wrk -t2 -c32 -d10s on each variant's discovery document, with
+#        the adapter's CPU per request; OVERHEAD_NAMES=100 gives run.sh's 200-entry document).
+#        Raw files: bench/.cache/overhead-last/.
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh
@@ -120,6 +123,17 @@ for run in $(seq 1 "$RUNS"); do
       --cases "$OUT/cases-${labels[0]}.json" --rounds "$ROUNDS" --out "$OUT/latency-${labels[$i]}-$run.json" ||
       say "${labels[$i]} run $run had errors: $(jq -c .errors "$OUT/latency-${labels[$i]}-$run.json")"
   done
+  if [ "${OVERHEAD_WRK:-0}" = 1 ]; then
+    for i in "${!labels[@]}"; do
+      cpu0=$("${CLIENT[@]}" cpu --pid "${pids[$i]}")
+      wrk -t2 -c32 -d10s -H 'Accept: application/json' "${urls[$i]}/apis/custom.metrics.k8s.io/v1beta1" \
+        >"$OUT/wrk-${labels[$i]}-$run.txt" 2>&1
+      cpu1=$("${CLIENT[@]}" cpu --pid "${pids[$i]}")
+      awk -v a="$cpu0" -v b="$cpu1" '/requests in/ { n = $1 } /Requests\/sec/ { r = $2 }
+        END { if (n) printf "%s %s %s\n", n, b - a, r }' \
+        "$OUT/wrk-${labels[$i]}-$run.txt" >"$OUT/wrk-${labels[$i]}-$run.cpu"
+    done
+  fi
   printf '%s run %s load %s\n' "$(date -u +%H:%M:%S)" "$run" "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/load.log"
 done
 cat "$OUT/load.log" >&2
@@ -141,6 +155,17 @@ for label in labels:
         p = [r["cases"][case]["paired_difference"]["p50"] for r in runs]
         print("| %s | %s | %.3f | %.3f | %.3f (%.3f-%.3f) | %d |" % (label, case, statistics.median(a), statistics.median(d),
               statistics.median(p), min(p), max(p), len(p)))
+wrk = {label: [open(f).read().split() for f in sorted(glob.glob("%s/wrk-%s-*.cpu" % (out, label)))] for label in labels}
+if any(wrk.values()):
+    print()
+    print("| variant | discovery under wrk: requests/s | adapter CPU per request (µs) | runs |")
+    print("| --- | --- | --- | --- |")
+    for label in labels:
+        runs = [(float(r), float(c) / int(n) * 1e6) for n, c, r in (x for x in wrk[label] if len(x) == 3)]
+        if runs:
+            rps, us = [r[0] for r in runs], [r[1] for r in runs]
+            print("| %s | %.0f (%.0f-%.0f) | %.1f (%.1f-%.1f) | %d |" % (label, statistics.median(rps), min(rps), max(rps),
+                  statistics.median(us), min(us), max(us), len(runs)))
 EOF
 
 if [ "${OVERHEAD_HOLD:-0}" -gt 0 ]; then

@@ -196,7 +196,6 @@ def parse_wrk(text):
 
 # --- aggregation -----------------------------------------------------------------------------------
 
-
 def load_wrk(d, prefix):
     """The wrk runs d/PREFIX-<n>.txt, each with the CPU times of d/PREFIX-<n>-cpu.json."""
     wrk = [parse_wrk(t) for t in runs(d, prefix, ".txt")]
@@ -210,6 +209,7 @@ def cpu_per_request_us(wrk):
     """Median adapter CPU per request over the runs, in µs (None when unknown)."""
     return med([x["adapter_cpu_s"] / x["requests"] * 1e6 for x in wrk
                 if x.get("adapter_cpu_s") is not None and x.get("requests")])
+
 
 def aggregate_dataset(d):
     if not os.path.isdir(d):

@@ -131,16 +131,12 @@ const struct cma_api_resource *cma_restmapper_parse_for(const struct cma_restmap
 
 void cma_restmapper_group_resource(const struct cma_api_resource *r, char *out, size_t out_len)
 {
-    if (r->group[0])
-        cma_str_concat(out, out_len, (const char *const[]){r->resource, ".", r->group}, 3);
-    else
-        cma_str_concat(out, out_len, (const char *const[]){r->resource}, 1);
+    cma_str_concat(out, out_len,
+                   (const char *const[]){r->resource, r->group[0] ? "." : "", r->group}, 3);
 }
 
 void cma_restmapper_api_version(const struct cma_api_resource *r, char *out, size_t out_len)
 {
-    if (r->group[0])
-        cma_str_concat(out, out_len, (const char *const[]){r->group, "/", r->version}, 3);
-    else
-        cma_str_concat(out, out_len, (const char *const[]){r->version}, 1);
+    cma_str_concat(out, out_len,
+                   (const char *const[]){r->group, r->group[0] ? "/" : "", r->version}, 3);
 }
