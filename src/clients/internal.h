@@ -65,6 +65,15 @@ enum cma_errc cma_clients_append_unix_seconds(struct cma_buf *b, int64_t ms);
  * line: control bytes become spaces, invalid or cut UTF-8 becomes '?'; trailing blanks go. */
 void cma_clients_snippet(const char *body, size_t len, size_t max, char *out, size_t out_len);
 
+/* ---- excerpt.c --------------------------------------------------------------------------- */
+
+/* What of an error answer's body goes into a message (excerpt.c): a JSON object's `error`
+ * field (after its `errorType`), the text of markup (a gateway's HTML error page: tags,
+ * comments, <head>, <script> and <style> dropped, entities decoded, blanks folded), else the
+ * body as one line: at most max bytes into out (NUL-terminated, "" for an empty body), as
+ * cma_clients_snippet writes them, never markup. */
+void cma_clients_excerpt(const char *body, size_t len, size_t max, char *out, size_t out_len);
+
 /* Classes of CURLcode used by both clients. */
 enum cma_curl_class {
     CMA_CURL_OK,
@@ -176,7 +185,8 @@ struct cma_http_request {
 };
 
 struct cma_http_result {
-    long status; /* 0 when no answer came */
+    long status;     /* 0 when no answer came */
+    char reason[64]; /* the status line's reason phrase ("Bad Gateway"); "" when none (HTTP/2) */
     CURLcode curl;
     char error[CURL_ERROR_SIZE]; /* curl's words when curl != CURLE_OK */
     int64_t duration_ms;
@@ -193,9 +203,10 @@ enum cma_errc cma_transport_perform(struct cma_transport *t, const struct cma_ht
 
 /* The code of an HTTP status that is no success, by e. */
 enum cma_errc cma_transport_status_code(const struct cma_transport_errors *e, long status);
-/* "<peer> answered HTTP <status> for <what>[ (check credentials)][: <detail>]" with that code. */
+/* "<peer> answered HTTP <status>[ <reason>] for <what>[ (check credentials)][: <detail>]" with
+ * that code (reason: the status line's phrase, may be NULL or ""). */
 enum cma_errc cma_transport_status_error(const struct cma_transport_errors *e, long status,
-                                         const char *what, const char *detail,
+                                         const char *reason, const char *what, const char *detail,
                                          struct cma_err *reterr);
 /* A failed transfer (crc != CURLE_OK; why = curl's words) as an error of e. */
 enum cma_errc cma_transport_curl_error(const struct cma_transport_errors *e, CURLcode crc,
@@ -343,8 +354,8 @@ enum cma_errc cma_kube_parse_list_page(const char *body, size_t len, struct cma_
  * offsets) → unix ms. false when malformed. */
 bool cma_kube_parse_time(const char *s, int64_t *ret_ms);
 
-/* The `message` of a metav1.Status body, else the body as a one-line snippet (at most 200
- * bytes), into out. */
+/* The `message` of a metav1.Status body, else the body's excerpt (cma_clients_excerpt: never
+ * markup, at most 200 bytes), into out. */
 void cma_kube_status_message(const char *body, size_t len, char *out, size_t out_len);
 
 /* A watch stream cut into event lines as it arrives: chunks of any size go in, each complete

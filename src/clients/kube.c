@@ -318,7 +318,7 @@ static enum cma_errc status_error(long status, const char *path, const struct cm
     cma_kube_status_message(body->ptr, body->len, msg, sizeof(msg));
     char what[1024];
     snprintf(what, sizeof(what), "GET %.*s", (int)strcspn(path, "?"), path);
-    return cma_transport_status_error(&KUBE_ERRORS, status, what, msg, reterr);
+    return cma_transport_status_error(&KUBE_ERRORS, status, NULL, what, msg, reterr);
 }
 
 /* ---- discovery --------------------------------------------------------------------------- */

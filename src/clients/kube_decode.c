@@ -49,7 +49,7 @@ void cma_kube_status_message(const char *body, size_t len, char *out, size_t out
     if (msg)
         cma_clients_snippet(msg, strlen(msg), out_len - 1, out, out_len);
     else
-        cma_clients_snippet(body, len, 200, out, out_len);
+        cma_clients_excerpt(body, len, 200, out, out_len);
     json_decref(root);
 }
 

@@ -506,6 +506,7 @@ struct request {
     struct sink *sink; /* first member of the write callback's context */
     void *write_ctx;
     long status;                 /* out: HTTP status */
+    char reason[64];             /* out: its reason phrase ("" when none) */
     const struct cma_call *call; /* the request served (deadline, client gone); NULL: none */
 };
 
@@ -596,6 +597,7 @@ static enum cma_errc perform(struct cma_prom *p, struct request *req, struct cma
     enum cma_errc rc = cma_transport_perform(&p->tr, &hr, &res, &terr);
     urls_done(&u);
     req->status = res.status;
+    memcpy(req->reason, res.reason, sizeof(req->reason));
     if (rc != CMA_OK && res.curl == CURLE_WRITE_ERROR && req->sink->aborted) {
         cma_err_copy(reterr, &req->sink->err);
         return req->sink->err.code;
@@ -604,13 +606,15 @@ static enum cma_errc perform(struct cma_prom *p, struct request *req, struct cma
     return rc;
 }
 
-/* An HTTP status that is not a Prometheus answer. */
-static enum cma_errc http_status_error(const char *api_path, long status, const char *body,
-                                       size_t len, struct cma_err *reterr)
+/* An HTTP status that is not a Prometheus answer: the status line and a plain-text excerpt of
+ * the body (a JSON `error`, a gateway page's text; never markup, at most SNIPPET_BYTES). */
+static enum cma_errc http_status_error(const struct request *req, const char *body, size_t len,
+                                       struct cma_err *reterr)
 {
-    char snippet[SNIPPET_BYTES + 8];
-    cma_clients_snippet(body, len, SNIPPET_BYTES, snippet, sizeof(snippet));
-    return cma_transport_status_error(&PROM_ERRORS, status, api_path, snippet, reterr);
+    char excerpt[SNIPPET_BYTES + 8];
+    cma_clients_excerpt(body, len, SNIPPET_BYTES, excerpt, sizeof(excerpt));
+    return cma_transport_status_error(&PROM_ERRORS, req->status, req->reason, req->api_path,
+                                      excerpt, reterr);
 }
 
 static bool is_prometheus_status(long status)
@@ -644,11 +648,12 @@ static void keep_head(struct head *h, const char *data, size_t len)
     }
 }
 
-/* MODE_HEAD: a body that is not a Prometheus answer; its first bytes are all the error message
- * needs. Returns what the write callback returns. */
+/* MODE_HEAD: a body that is not a Prometheus answer; its first HEAD_BYTES are all the error
+ * message needs (a gateway page's text may come after a long <head>). Returns what the write
+ * callback returns. */
 static size_t head_only(struct sink *sink, const struct head *h, size_t len)
 {
-    if (h->len < SNIPPET_BYTES)
+    if (h->len < sizeof(h->buf))
         return len;
     sink->aborted = true;
     cma_err_set(&sink->err, CMA_ERR_BACKEND_ERROR, "not a prometheus answer");
@@ -756,7 +761,7 @@ static enum cma_errc query_outcome(const struct cma_prom *p, struct request *req
     }
     if (!is_prometheus_status(req->status)) {
         notify_answer(p, req, qs, NULL);
-        return http_status_error(req->api_path, req->status, qs->head.buf, qs->head.len, reterr);
+        return http_status_error(req, qs->head.buf, qs->head.len, reterr);
     }
     struct cma_prom_result *r = NULL;
     if (rc == CMA_OK)
@@ -773,7 +778,7 @@ static enum cma_errc query_outcome(const struct cma_prom *p, struct request *req
         return rc;
     }
     /* 400/422/503 whose body is not a Prometheus error (a proxy's page, say). */
-    return http_status_error(req->api_path, req->status, qs->head.buf, qs->head.len, reterr);
+    return http_status_error(req, qs->head.buf, qs->head.len, reterr);
 }
 
 enum cma_errc cma_prom_query(struct cma_prom *p, const char *promql, int64_t time_ms,
@@ -862,7 +867,7 @@ static enum cma_errc series_outcome(struct request *req, struct series_sink *ss,
         return rc;
     }
     if (!is_prometheus_status(req->status))
-        return http_status_error(req->api_path, req->status, ss->head.buf, ss->head.len, reterr);
+        return http_status_error(req, ss->head.buf, ss->head.len, reterr);
     if (rc == CMA_OK)
         rc = cma_series_parser_finish(ss->parser, perr);
     bool ok_status = req->status >= 200 && req->status < 300;
@@ -872,7 +877,7 @@ static enum cma_errc series_outcome(struct request *req, struct series_sink *ss,
         return rc;
     }
     /* 400/422/503 whose body is not a Prometheus error (a proxy's page, say). */
-    return http_status_error(req->api_path, req->status, ss->head.buf, ss->head.len, reterr);
+    return http_status_error(req, ss->head.buf, ss->head.len, reterr);
 }
 
 enum cma_errc cma_prom_series(struct cma_prom *p, const char *match, int64_t start_ms,

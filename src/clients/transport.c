@@ -74,15 +74,16 @@ enum cma_errc cma_transport_status_code(const struct cma_transport_errors *e, lo
 }
 
 enum cma_errc cma_transport_status_error(const struct cma_transport_errors *e, long status,
-                                         const char *what, const char *detail,
+                                         const char *reason, const char *what, const char *detail,
                                          struct cma_err *reterr)
 {
     const char *hint = "";
     if (e->credentials_hint && (status == 401 || status == 403))
         hint = " (check credentials)";
-    bool has_detail = detail && detail[0];
+    bool has_detail = detail && detail[0], has_reason = reason && reason[0];
     return cma_err_set(reterr, cma_transport_status_code(e, status),
-                       "%s answered HTTP %ld for %s%s%s%s", e->peer, status, what, hint,
+                       "%s answered HTTP %ld%s%s for %s%s%s%s", e->peer, status,
+                       has_reason ? " " : "", has_reason ? reason : "", what, hint,
                        has_detail ? ": " : "", has_detail ? detail : "");
 }
 
@@ -155,7 +156,32 @@ struct transfer {
     void *progress_ctx;
     int64_t gone_check_ms; /* monotonic: call_progress asks gone() again from then on */
     bool gone;             /* aborted: the call's client has gone */
+    char reason[64];       /* the last status line's reason phrase (see header_line) */
 };
+
+/* Header callback: keeps the reason phrase of each status line ("HTTP/1.1 502 Bad Gateway"), so
+ * an error names the peer's own words; the last one wins (after a 100 Continue or a redirect).
+ * Printable ASCII only, cut to the buffer; every other header line is passed over. */
+static size_t header_line(char *data, size_t size, size_t nmemb, void *ctx)
+{
+    struct transfer *x = ctx;
+    size_t len = size * nmemb;
+    if (len < 12 || memcmp(data, "HTTP/", 5) != 0)
+        return len;
+    const char *sp = memchr(data, ' ', len);
+    const char *reason = sp ? memchr(sp + 1, ' ', len - (size_t)(sp + 1 - data)) : NULL;
+    size_t n = 0;
+    for (size_t i = reason ? (size_t)(reason + 1 - data) : len; i < len; i++) {
+        unsigned char c = (unsigned char)data[i];
+        if (c < 0x20 || c > 0x7e || n + 1 >= sizeof(x->reason))
+            break;
+        x->reason[n++] = (char)c;
+    }
+    while (n > 0 && x->reason[n - 1] == ' ')
+        n--;
+    x->reason[n] = '\0';
+    return len;
+}
 
 /* Progress callback of a transfer that serves a request: non-zero (abort) once its client has
  * gone, else the caller's own callback decides. */
@@ -260,6 +286,8 @@ static enum cma_errc configure(const struct cma_transport *t, struct transfer *x
     SETOPT(h, CURLOPT_USERAGENT, "custom-metrics-adapter/" CMA_VERSION);
     SETOPT(h, CURLOPT_ERRORBUFFER, x->errbuf);
     SETOPT(h, CURLOPT_HTTPHEADER, headers_of(x, req));
+    SETOPT(h, CURLOPT_HEADERFUNCTION, header_line);
+    SETOPT(h, CURLOPT_HEADERDATA, x);
     enum cma_errc rc = set_body(h, req, reterr);
     return rc == CMA_OK ? set_sinks(t, x, req, reterr) : rc;
 }
@@ -301,6 +329,7 @@ static void run(struct transfer *x, struct cma_http_result *res)
     res->curl = curl_easy_perform(x->h);
     res->duration_ms = cma_clock_mono_ms() - started;
     curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &res->status);
+    memcpy(res->reason, x->reason, sizeof(res->reason));
     curl_off_t got = 0;
     if (curl_easy_getinfo(x->h, CURLINFO_SIZE_DOWNLOAD_T, &got) == CURLE_OK && got > 0)
         res->bytes = (uint64_t)got;

@@ -188,13 +188,46 @@ static struct cma_fake_answer pick_answer(struct cma_fake_http *s, const struct 
     return s->table[i];
 }
 
+/* The status line's reason phrase, as a real server writes it (a client's error message may
+ * quote it). */
+static const char *reason_of(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 422:
+        return "Unprocessable Entity";
+    case 429:
+        return "Too Many Requests";
+    case 500:
+        return "Internal Server Error";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "Other";
+    }
+}
+
 static void send_chunked(int fd, const struct cma_fake_answer *a, const char *body, size_t len)
 {
     char head[512];
     int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %d X\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n"
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n"
                      "Connection: close\r\n\r\n",
-                     a->status, a->content_type ? a->content_type : "application/json");
+                     a->status, reason_of(a->status),
+                     a->content_type ? a->content_type : "application/json");
     send_all(fd, head, (size_t)n);
     for (size_t off = 0; off < len; off += a->chunk) {
         size_t c = len - off < a->chunk ? len - off : a->chunk;
@@ -220,9 +253,10 @@ static void send_answer(struct cma_fake_http *s, int fd, const struct cma_fake_a
     }
     char head[512];
     int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                      "Connection: close\r\n\r\n",
-                     a->status, a->content_type ? a->content_type : "application/json",
+                     a->status, reason_of(a->status),
+                     a->content_type ? a->content_type : "application/json",
                      a->declared_len ? a->declared_len : len);
     send_all(fd, head, (size_t)n);
     send_all(fd, body, len);

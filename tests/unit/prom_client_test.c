@@ -265,7 +265,8 @@ static void test_cma_prom_query__401_names_status(void **state)
     struct cma_err err;
     assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_BACKEND_ERROR);
     assert_string_equal(err.msg,
-                        "prometheus answered HTTP 401 for /api/v1/query (check credentials): "
+                        "prometheus answered HTTP 401 Unauthorized for /api/v1/query (check "
+                        "credentials): "
                         "Unauthorized");
 }
 
@@ -277,13 +278,56 @@ static void test_cma_prom_query__proxy_statuses(void **state)
     struct cma_prom_config cfg = {0};
     struct cma_err err;
     assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_BACKEND_UNAVAILABLE);
-    assert_string_equal(err.msg, "prometheus answered HTTP 503 for /api/v1/query: <h1>down</h1>");
+    assert_string_equal(err.msg,
+                        "prometheus answered HTTP 503 Service Unavailable for /api/v1/query: down");
     struct cma_fake_answer b[] = {{.status = 502, .content_type = "text/plain", .body = ""}};
     assert_int_equal(query_with(b, 1, &cfg, &err), CMA_ERR_BACKEND_UNAVAILABLE);
-    assert_string_equal(err.msg, "prometheus answered HTTP 502 for /api/v1/query");
+    assert_string_equal(err.msg, "prometheus answered HTTP 502 Bad Gateway for /api/v1/query");
     struct cma_fake_answer c[] = {{.status = 500, .content_type = "text/plain", .body = "oops"}};
     assert_int_equal(query_with(c, 1, &cfg, &err), CMA_ERR_BACKEND_ERROR);
-    assert_string_equal(err.msg, "prometheus answered HTTP 500 for /api/v1/query: oops");
+    assert_string_equal(
+        err.msg, "prometheus answered HTTP 500 Internal Server Error for /api/v1/query: oops");
+}
+
+/* A gateway's error page in front of the backend: the status line and the page's text, never
+ * its markup, and never more than a few hundred bytes however long the page. */
+static void test_cma_prom_query__gateway_pages_without_markup(void **state)
+{
+    (void)state;
+    static const char nginx[] =
+        "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad "
+        "Gateway</h1></center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n";
+    struct cma_fake_answer a[] = {{.status = 502, .content_type = "text/html", .body = nginx}};
+    struct cma_prom_config cfg = {0};
+    struct cma_err err;
+    assert_int_equal(query_with(a, 1, &cfg, &err), CMA_ERR_BACKEND_UNAVAILABLE);
+    assert_string_equal(err.msg, "prometheus answered HTTP 502 Bad Gateway for /api/v1/query: "
+                                 "502 Bad Gateway nginx/1.22.1");
+    /* a long page: a large <head> (styles), then the words, then kilobytes of text */
+    static char page[12000];
+    int n = snprintf(page, sizeof(page),
+                     "<!DOCTYPE html><html><head><title>Error</title><style>%0*d</style>"
+                     "<script>var x = '<b>';</script></head><body><!-- <p>hidden</p> -->"
+                     "<p>upstream &amp; store gateway unavailable</p>",
+                     2500, 0);
+    for (size_t i = (size_t)n; i + 1 < sizeof(page); i++)
+        page[i] = i % 7 ? 'w' : ' ';
+    struct cma_fake_answer b[] = {{.status = 503, .content_type = "text/html", .body = page}};
+    assert_int_equal(query_with(b, 1, &cfg, &err), CMA_ERR_BACKEND_UNAVAILABLE);
+    const char *want = "prometheus answered HTTP 503 Service Unavailable for /api/v1/query: "
+                       "upstream & store gateway unavailable w";
+    assert_memory_equal(err.msg, want, strlen(want));
+    assert_null(strchr(err.msg, '<'));
+    assert_null(strstr(err.msg, "hidden"));
+    assert_true(strlen(err.msg) < strlen(want) + 200);
+    /* a Prometheus-API JSON error under a status Prometheus does not use: its error field */
+    struct cma_fake_answer c[] = {
+        {.status = 500,
+         .body = "{\"status\":\"error\",\"errorType\":\"internal\",\"error\":\"store "
+                 "unavailable\",\"data\":{\"a\":[1,2,3]}}"}};
+    assert_int_equal(query_with(c, 1, &cfg, &err), CMA_ERR_BACKEND_ERROR);
+    assert_string_equal(err.msg, "prometheus answered HTTP 500 Internal Server Error for "
+                                 "/api/v1/query: internal: store unavailable");
 }
 
 static void test_cma_prom_query__oversize_body(void **state)
@@ -693,7 +737,7 @@ static void test_cma_prom_series__error_answers(void **state)
     struct cma_fake_answer not_found = {
         .status = 404, .content_type = "text/plain", .body = "404 page not found\n"};
     assert_int_equal(series_with(&not_found, &err, NULL), CMA_ERR_BACKEND_ERROR);
-    assert_string_equal(err.msg, "prometheus answered HTTP 404 for /api/v1/series: "
+    assert_string_equal(err.msg, "prometheus answered HTTP 404 Not Found for /api/v1/series: "
                                  "404 page not found");
     struct cma_fake_answer null_data = {.status = 200,
                                         .body = "{\"status\":\"success\",\"data\":null}"};
@@ -702,8 +746,9 @@ static void test_cma_prom_series__error_answers(void **state)
     struct cma_fake_answer proxy = {
         .status = 503, .content_type = "text/plain", .body = "no healthy upstream"};
     assert_int_equal(series_with(&proxy, &err, NULL), CMA_ERR_BACKEND_UNAVAILABLE);
-    assert_string_equal(err.msg, "prometheus answered HTTP 503 for /api/v1/series: "
-                                 "no healthy upstream");
+    assert_string_equal(err.msg,
+                        "prometheus answered HTTP 503 Service Unavailable for /api/v1/series: "
+                        "no healthy upstream");
     struct cma_fake_answer truncated = {.status = 200,
                                         .body = "{\"status\":\"success\",\"data\":[{\"__"};
     assert_int_equal(series_with(&truncated, &err, NULL), CMA_ERR_BACKEND_RESPONSE);
@@ -1021,6 +1066,7 @@ int main(void)
         cmocka_unit_test(test_cma_prom_query__503_timeout_error_type),
         cmocka_unit_test(test_cma_prom_query__401_names_status),
         cmocka_unit_test(test_cma_prom_query__proxy_statuses),
+        cmocka_unit_test(test_cma_prom_query__gateway_pages_without_markup),
         cmocka_unit_test(test_cma_prom_query__oversize_body),
         cmocka_unit_test(test_cma_prom_query__content_length_refused_early),
         cmocka_unit_test(test_cma_prom_query__keep_and_budget),

@@ -202,6 +202,7 @@ static void test_cma_transport_perform__post_body_and_status(void **state)
     struct cma_http_result res;
     assert_int_equal(cma_transport_perform(&t, &req, &res, NULL), CMA_OK);
     assert_int_equal(res.status, 403);
+    assert_string_equal(res.reason, "Forbidden"); /* the status line's own words */
     const struct cma_fake_request *r = cma_fake_http_request(s, 0);
     assert_string_equal(r->method, "POST");
     assert_string_equal(r->body, "{\"a\":1}");
@@ -587,17 +588,19 @@ static void test_cma_transport_status_error__messages(void **state)
     struct cma_err err;
     cma_err_clear(&err);
     assert_int_equal(
-        cma_transport_status_error(&BACKEND, 401, "/api/v1/query", "Unauthorized", &err),
+        cma_transport_status_error(&BACKEND, 401, NULL, "/api/v1/query", "Unauthorized", &err),
         CMA_ERR_BACKEND_ERROR);
     assert_string_equal(err.msg, "prometheus answered HTTP 401 for /api/v1/query (check "
                                  "credentials): Unauthorized");
     cma_err_clear(&err);
-    assert_int_equal(cma_transport_status_error(&BACKEND, 502, "/api/v1/series", "", &err),
-                     CMA_ERR_BACKEND_UNAVAILABLE);
-    assert_string_equal(err.msg, "prometheus answered HTTP 502 for /api/v1/series");
+    assert_int_equal(
+        cma_transport_status_error(&BACKEND, 502, "Bad Gateway", "/api/v1/series", "", &err),
+        CMA_ERR_BACKEND_UNAVAILABLE);
+    assert_string_equal(err.msg, "prometheus answered HTTP 502 Bad Gateway for /api/v1/series");
     cma_err_clear(&err);
-    assert_int_equal(cma_transport_status_error(&KUBE, 403, "GET /api/v1/pods", "forbidden", &err),
-                     CMA_ERR_KUBE_ERROR);
+    assert_int_equal(
+        cma_transport_status_error(&KUBE, 403, "", "GET /api/v1/pods", "forbidden", &err),
+        CMA_ERR_KUBE_ERROR);
     assert_string_equal(err.msg, "the Kubernetes API answered HTTP 403 for GET /api/v1/pods: "
                                  "forbidden");
 }
