@@ -19,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 # The stages in data-flow order (each may use the ones before it); main is src/main.c.
-STAGES=(base model config clients rules query encode catalog http auth api main)
+STAGES=(base model promql config clients rules query encode catalog http auth api main)
 MAX_LINES=80
 MAX_COMPLEXITY=15
 EXCEPTIONS=scripts/structure-exceptions.txt
