@@ -41,6 +41,9 @@
 #ifndef CMA_VERSION
 #define CMA_VERSION "0.0.0"
 #endif
+#ifndef CMA_REVISION
+#define CMA_REVISION "unknown"
+#endif
 
 static void log_err(const char *what, const struct cma_err *err)
 {
@@ -1307,7 +1310,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (rt.opts->version) {
-        printf("custom-metrics-adapter v%s\n", CMA_VERSION);
+        printf("custom-metrics-adapter v%s (revision %s)\n", CMA_VERSION, CMA_REVISION);
         cma_options_free(rt.opts);
         return 0;
     }
