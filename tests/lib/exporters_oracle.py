@@ -17,8 +17,8 @@ The rules, from the exporters' documented semantics, not from the packs' queries
 - utilisation: DCGM_FI_DEV_GPU_UTIL for whole GPUs, 100 x DCGM_FI_PROF_GR_ENGINE_ACTIVE for MIG
   instances (series with GPU_I_ID); metric names in either case;
 - per pod/namespace: mean (utilisation, engine active) or sum (memory, bytes = MiB x 2^20);
-  memory percent: 100 x the sum of FB_USED / the sum of (FB_USED + FB_FREE) over the GPUs that
-  report both (a GPU's FB_FREE: the FB_FREE series with the same labels); none: no value;
+  memory percent: 100 x the sum of FB_USED / the sum of (FB_USED + FB_FREE), both over the GPUs
+  that report both (a GPU's FB_FREE: the FB_FREE series with the same labels); none: no value;
 - per node: the NodeName (ACK), hostname or Hostname label, first set wins (a host that is an
   exporter pod's name, dcgm-exporter-... or ...gpu-exporter-..., is no node), every GPU, idle or
   not; the stored series (no exposition) use their node label first;
@@ -72,9 +72,9 @@ class Acc:
             for metric, keys in metrics.items():
                 agg = how[metric]
                 if agg == "ratio":  # values are (used, used + free or None) pairs
-                    vals = {k: (sum(u for u, _ in v), [t for _, t in v if t is not None])
-                            for k, v in keys.items()}
-                    vals = {k: 100 * used / sum(totals) for k, (used, totals) in vals.items() if totals}
+                    pairs = {k: [(u, t) for u, t in v if t is not None] for k, v in keys.items()}
+                    vals = {k: 100 * sum(u for u, _ in p) / sum(t for _, t in p)
+                            for k, p in pairs.items() if p}
                 else:
                     vals = {k: (sum(v) / len(v) if agg == "avg" else sum(v)) for k, v in keys.items()}
                 if vals:
