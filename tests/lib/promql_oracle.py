@@ -61,8 +61,11 @@ P3_FUNCTIONS = ["sort_by_label", "sort_by_label_desc", "limitk", "limit_ratio", 
                 "histogram_avg", "ts_of_max_over_time", "ts_of_min_over_time",
                 "ts_of_last_over_time", "first_over_time"]
 P3_RE = re.compile(r'[{,]\s*("|\'|`)|\b(%s)\s*\(' % "|".join(P3_FUNCTIONS))
-# Inputs Prometheus accepts and we refuse on purpose (our limits against abuse).
-STRICTER = []
+# Inputs Prometheus 2.42 accepts and we refuse on purpose: (predicate, why).
+STRICTER = [
+    (lambda q: re.search(r"\[[^\]:]*\d(?:ms|[smhdwy])\s+[a-zA-Z_]", q) is not None,
+     "2.42's lexer reads a word after a range's duration as ':' (x[5m s] is x[5m:]), a bug"),
+]
 
 
 def documented_p3(q):
@@ -261,7 +264,7 @@ def selectors(text):
         if kind == "id" and expect and after_binop and val in (
                 "bool", "on", "ignoring", "group_left", "group_right"):
             i += 1
-            if nxt == "(":
+            if nxt == "(" and val != "bool":
                 i = _skip_group(toks, i, "(", ")")
             continue
         after_binop = False
