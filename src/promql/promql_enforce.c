@@ -34,9 +34,19 @@ static enum cma_errc add_matcher(struct enforcer *e, struct pq_node *sel)
     return CMA_OK;
 }
 
-static enum cma_errc walk(struct enforcer *e, struct pq_node *n)
+static enum cma_errc walk(struct enforcer *e, struct pq_node *n);
+
+static enum cma_errc walk_all(struct enforcer *e, struct pq_node **nodes, size_t n)
 {
     enum cma_errc rc = CMA_OK;
+    for (size_t i = 0; rc == CMA_OK && i < n; i++)
+        if (nodes[i])
+            rc = walk(e, nodes[i]);
+    return rc;
+}
+
+static enum cma_errc walk(struct enforcer *e, struct pq_node *n)
+{
     switch (n->kind) {
     case PQ_N_NUMBER:
     case PQ_N_STRING:
@@ -48,16 +58,11 @@ static enum cma_errc walk(struct enforcer *e, struct pq_node *n)
     case PQ_N_SUBQUERY:
         return walk(e, n->u.sub.expr);
     case PQ_N_CALL:
-        for (size_t i = 0; rc == CMA_OK && i < n->u.call.n_args; i++)
-            rc = walk(e, n->u.call.args[i]);
-        return rc;
+        return walk_all(e, n->u.call.args, n->u.call.n_args);
     case PQ_N_AGGREGATE:
-        if (n->u.agg.param)
-            rc = walk(e, n->u.agg.param);
-        return rc == CMA_OK ? walk(e, n->u.agg.expr) : rc;
+        return walk_all(e, (struct pq_node *[]){n->u.agg.param, n->u.agg.expr}, 2);
     case PQ_N_BINARY:
-        rc = walk(e, n->u.bin.lhs);
-        return rc == CMA_OK ? walk(e, n->u.bin.rhs) : rc;
+        return walk_all(e, (struct pq_node *[]){n->u.bin.lhs, n->u.bin.rhs}, 2);
     case PQ_N_UNARY:
         return walk(e, n->u.unary.expr);
     case PQ_N_PAREN:

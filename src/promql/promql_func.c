@@ -144,42 +144,15 @@ const char *cma_pq_agg_name(enum pq_agg op)
 
 const char *cma_pq_binop_name(enum pq_tok op)
 {
-    switch (op) {
-    case PQ_ADD:
-        return "+";
-    case PQ_SUB:
-        return "-";
-    case PQ_MUL:
-        return "*";
-    case PQ_DIV:
-        return "/";
-    case PQ_MOD:
-        return "%";
-    case PQ_POW:
-        return "^";
-    case PQ_ATAN2:
-        return "atan2";
-    case PQ_EQLC:
-        return "==";
-    case PQ_NEQ:
-        return "!=";
-    case PQ_GTR:
-        return ">";
-    case PQ_GTE:
-        return ">=";
-    case PQ_LSS:
-        return "<";
-    case PQ_LTE:
-        return "<=";
-    case PQ_LAND:
-        return "and";
-    case PQ_LOR:
-        return "or";
-    case PQ_LUNLESS:
-        return "unless";
-    default:
-        return "?";
-    }
+    static const char *const names[] = {
+        [PQ_ADD] = "+",     [PQ_SUB] = "-",   [PQ_MUL] = "*",    [PQ_DIV] = "/",
+        [PQ_MOD] = "%",     [PQ_POW] = "^",   [PQ_ATAN2] = "atan2", [PQ_EQLC] = "==",
+        [PQ_NEQ] = "!=",    [PQ_GTR] = ">",   [PQ_GTE] = ">=",   [PQ_LSS] = "<",
+        [PQ_LTE] = "<=",    [PQ_LAND] = "and", [PQ_LOR] = "or",  [PQ_LUNLESS] = "unless",
+    };
+    if ((size_t)op < sizeof(names) / sizeof(names[0]) && names[op])
+        return names[op];
+    return "?";
 }
 
 const char *cma_pq_type_name(enum pq_type t)

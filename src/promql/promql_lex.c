@@ -227,43 +227,24 @@ static int hex_value(int c)
     return -1;
 }
 
-/* One escape at s[*i] (just after the backslash) of a string quoted with q: checks it the way
- * lex.go's lexEscape and strconv.Unquote do; appends the bytes it stands for to out when out is
- * not NULL. Returns an error message or NULL. */
-static const char *escape(const char *s, size_t len, size_t *i, char q, char *out, size_t *n_out)
+/* \NNN (octal), \xNN, \uNNNN, \UNNNNNNNN at s[*i] (the letter or first digit) */
+static const char *numeric_escape(const char *s, size_t len, size_t *i, char *out, size_t *n_out)
 {
-    static const char simple_from[] = "abfnrtv\\'\"";
-    static const char simple_to[] = "\a\b\f\n\r\t\v\\'\"";
-    if (*i >= len)
-        return "escape sequence not terminated";
-    char c = s[*i];
-    const char *hit = strchr(simple_from, c);
-    if (c != '\0' && hit) {
-        if ((c == '\'' || c == '"') && c != q)
-            return "unknown escape sequence";
-        if (out)
-            out[(*n_out)++] = simple_to[hit - simple_from];
-        (*i)++;
-        return NULL;
-    }
-    int ndig = 0, base = 16;
+    static const struct {
+        char c;
+        int ndig, base;
+        uint32_t max;
+    } kinds[] = {
+        {'x', 2, 16, 255}, {'u', 4, 16, CMA_UTF8_MAX_RUNE}, {'U', 8, 16, CMA_UTF8_MAX_RUNE}};
+    int ndig = 3, base = 8;
     uint32_t max = 255;
-    if (c >= '0' && c <= '7') {
-        ndig = 3;
-        base = 8;
-    } else if (c == 'x') {
-        ndig = 2;
-    } else if (c == 'u') {
-        ndig = 4;
-        max = CMA_UTF8_MAX_RUNE;
-    } else if (c == 'U') {
-        ndig = 8;
-        max = CMA_UTF8_MAX_RUNE;
-    } else {
-        return "unknown escape sequence";
-    }
-    if (base == 16)
-        (*i)++;
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+        if (s[*i] == kinds[k].c) {
+            ndig = kinds[k].ndig;
+            base = kinds[k].base;
+            max = kinds[k].max;
+            (*i)++;
+        }
     uint32_t v = 0;
     for (int k = 0; k < ndig; k++, (*i)++) {
         int d = *i < len ? hex_value((unsigned char)s[*i]) : -1;
@@ -278,6 +259,30 @@ static const char *escape(const char *s, size_t len, size_t *i, char q, char *ou
     else if (out)
         *n_out += cma_utf8_encode(v, out + *n_out);
     return NULL;
+}
+
+/* One escape at s[*i] (just after the backslash) of a string quoted with q: checks it the way
+ * lex.go's lexEscape and strconv.Unquote do; appends the bytes it stands for to out when out is
+ * not NULL. Returns an error message or NULL. */
+static const char *escape(const char *s, size_t len, size_t *i, char q, char *out, size_t *n_out)
+{
+    static const char simple_from[] = "abfnrtv\\'\"";
+    static const char simple_to[] = "\a\b\f\n\r\t\v\\'\"";
+    if (*i >= len)
+        return "escape sequence not terminated";
+    char c = s[*i];
+    const char *hit = c != '\0' ? strchr(simple_from, c) : NULL;
+    if (hit) {
+        if ((c == '\'' || c == '"') && c != q)
+            return "unknown escape sequence";
+        if (out)
+            out[(*n_out)++] = simple_to[hit - simple_from];
+        (*i)++;
+        return NULL;
+    }
+    if ((c >= '0' && c <= '7') || c == 'x' || c == 'u' || c == 'U')
+        return numeric_escape(s, len, i, out, n_out);
+    return "unknown escape sequence";
 }
 
 /* Decodes (out != NULL) or only checks the body of a quoted string; *ret_bad is the offset of
@@ -401,30 +406,33 @@ static void track_context(struct pq_lexer *lx, enum pq_tok type)
         lx->bracket_depth = 0;
 }
 
+static enum cma_errc lex_token(struct pq_lexer *lx, struct pq_token *t, bool after_bracket,
+                               struct cma_err *reterr)
+{
+    int c = peek_at(lx, lx->pos);
+    if (c < 0)
+        return CMA_OK; /* PQ_EOF */
+    if (c == '"' || c == '\'' || c == '`')
+        return lex_string(lx, t, reterr);
+    if (is_digit(c) || (c == '.' && is_digit(peek_at(lx, lx->pos + 1))))
+        return lex_number(lx, t, after_bracket, reterr);
+    /* ':' inside brackets separates a subquery's range and step; elsewhere it starts a name */
+    bool colon_op = c == ':' && lx->brace_depth == 0 && lx->bracket_depth;
+    if ((is_alpha(c) || c == ':') && !colon_op)
+        return lex_word(lx, t, reterr);
+    if (lex_operator(lx, t))
+        return CMA_OK;
+    uint32_t r = cma_utf8_decode(lx->src + lx->pos, lx->len - lx->pos, &(size_t){0});
+    return cma_pq_error_at(reterr, CMA_ERR_RULE, lx->src, lx->pos, "unexpected character: U+%04X",
+                           (unsigned)r);
+}
+
 enum cma_errc cma_pq_lex_next(struct pq_lexer *lx, struct pq_token *ret, struct cma_err *reterr)
 {
     bool after_bracket = lx->pos > 0 && lx->src[lx->pos - 1] == '[' && lx->bracket_depth;
     skip_space_and_comments(lx);
     struct pq_token t = {.type = PQ_EOF, .pos = lx->pos};
-    int c = peek_at(lx, lx->pos);
-    enum cma_errc rc = CMA_OK;
-    if (c < 0) {
-        t.len = 0;
-    } else if (c == '"' || c == '\'' || c == '`') {
-        rc = lex_string(lx, &t, reterr);
-    } else if (is_digit(c) || (c == '.' && is_digit(peek_at(lx, lx->pos + 1)))) {
-        rc = lex_number(lx, &t, after_bracket, reterr);
-    } else if (is_alpha(c) || c == ':') {
-        if (c == ':' && lx->brace_depth == 0 && lx->bracket_depth) {
-            lex_operator(lx, &t);
-        } else {
-            rc = lex_word(lx, &t, reterr);
-        }
-    } else if (!lex_operator(lx, &t)) {
-        uint32_t r = cma_utf8_decode(lx->src + lx->pos, lx->len - lx->pos, &(size_t){0});
-        return cma_pq_error_at(reterr, CMA_ERR_RULE, lx->src, lx->pos,
-                               "unexpected character: U+%04X", (unsigned)r);
-    }
+    enum cma_errc rc = lex_token(lx, &t, after_bracket, reterr);
     if (rc != CMA_OK)
         return rc;
     track_context(lx, t.type);
@@ -434,6 +442,31 @@ enum cma_errc cma_pq_lex_next(struct pq_lexer *lx, struct pq_token *ret, struct 
 
 /* ---- literals ---- */
 
+/* strconv.ParseInt(s, 0, 64) for hex and octal forms: true when s is one (*ret set, or *ret_bad
+ * when it does not fit) */
+static bool parse_int_prefix(const char *buf, size_t len, double *ret, bool *ret_bad)
+{
+    char *end = NULL;
+    errno = 0;
+    *ret_bad = false;
+    if (len > 2 && buf[0] == '0' && (buf[1] == 'x' || buf[1] == 'X')) {
+        unsigned long long v = strtoull(buf + 2, &end, 16);
+        *ret_bad = end == buf + 2 || *end != '\0' || errno == ERANGE ||
+                   v > (unsigned long long)INT64_MAX;
+        *ret = (double)v;
+        return true;
+    }
+    /* a leading 0 means octal ("017" is 15); "08" is not octal and parses as a float */
+    if (len > 1 && buf[0] == '0' && strspn(buf, "01234567") == len) {
+        unsigned long long o = strtoull(buf, &end, 8);
+        if (errno != ERANGE && o <= (unsigned long long)INT64_MAX) {
+            *ret = (double)o;
+            return true;
+        }
+    }
+    return false;
+}
+
 enum cma_errc cma_pq_parse_number(const char *s, size_t len, double *ret)
 {
     char buf[128];
@@ -441,85 +474,75 @@ enum cma_errc cma_pq_parse_number(const char *s, size_t len, double *ret)
         return CMA_ERR_RULE;
     memcpy(buf, s, len);
     buf[len] = '\0';
-    if (strcasecmp(buf, "inf") == 0) {
-        *ret = INFINITY;
+    if (strcasecmp(buf, "inf") == 0 || strcasecmp(buf, "nan") == 0) {
+        *ret = buf[0] == 'i' || buf[0] == 'I' ? INFINITY : NAN;
         return CMA_OK;
     }
-    if (strcasecmp(buf, "nan") == 0) {
-        *ret = NAN;
-        return CMA_OK;
-    }
+    bool bad = false;
+    if (parse_int_prefix(buf, len, ret, &bad))
+        return bad ? CMA_ERR_RULE : CMA_OK;
     char *end = NULL;
     errno = 0;
-    bool hex = len > 2 && buf[0] == '0' && (buf[1] == 'x' || buf[1] == 'X');
-    if (hex) {
-        unsigned long long v = strtoull(buf + 2, &end, 16);
-        if (end == buf + 2 || *end != '\0' || errno == ERANGE || v > (unsigned long long)INT64_MAX)
-            return CMA_ERR_RULE;
-        *ret = (double)v;
-        return CMA_OK;
-    }
-    /* strconv.ParseInt(s, 0, 64) first: a leading 0 means octal ("017" is 15) */
-    if (len > 1 && buf[0] == '0' && strspn(buf, "01234567") == len) {
-        unsigned long long o = strtoull(buf, &end, 8);
-        if (errno != ERANGE && o <= (unsigned long long)INT64_MAX) {
-            *ret = (double)o;
-            return CMA_OK;
-        }
-        errno = 0;
-    }
     double v = strtod(buf, &end);
-    if (end == buf || *end != '\0')
-        return CMA_ERR_RULE;
-    /* Go's ParseFloat: out of range is an error, except that it then returns +-Inf; the
-     * parser reports it, as Prometheus does */
-    if (errno == ERANGE && isinf(v))
+    /* Go's ParseFloat: out of range is an error (it returns +-Inf with it) */
+    if (end == buf || *end != '\0' || (errno == ERANGE && isinf(v)))
         return CMA_ERR_RULE;
     *ret = v;
     return CMA_OK;
 }
 
+static const struct {
+    const char *unit;
+    int64_t ms;
+} duration_units[] = {
+    {"y", 365LL * 24 * 3600 * 1000}, {"w", 7LL * 24 * 3600 * 1000}, {"d", 24LL * 3600 * 1000},
+    {"h", 3600LL * 1000},           {"m", 60LL * 1000},            {"s", 1000},
+    {"ms", 1},
+};
+#define N_DURATION_UNITS (sizeof(duration_units) / sizeof(duration_units[0]))
+
+/* one "<digits><unit>" at s[*i]; *u is the first unit still allowed (units come in order) */
+static enum cma_errc duration_part(const char *s, size_t len, size_t *i, size_t *u,
+                                   int64_t *total)
+{
+    int64_t v = 0;
+    size_t start = *i;
+    for (; *i < len && is_digit((unsigned char)s[*i]); (*i)++) {
+        if (v > (INT64_MAX - 9) / 10)
+            return CMA_ERR_TOO_LARGE;
+        v = v * 10 + (s[*i] - '0');
+    }
+    /* "ms" is one unit; "m" followed by digits is minutes */
+    size_t ulen = *i + 1 < len && s[*i] == 'm' && s[*i + 1] == 's' ? 2 : 1;
+    if (*i == start || *i >= len)
+        return CMA_ERR_RULE;
+    while (*u < N_DURATION_UNITS && !(strlen(duration_units[*u].unit) == ulen &&
+                                      memcmp(duration_units[*u].unit, s + *i, ulen) == 0))
+        (*u)++;
+    if (*u == N_DURATION_UNITS)
+        return CMA_ERR_RULE; /* unknown unit, repeated, or out of order */
+    if (v > (INT64_MAX - *total) / duration_units[*u].ms)
+        return CMA_ERR_TOO_LARGE;
+    *total += v * duration_units[*u].ms;
+    (*u)++;
+    *i += ulen;
+    return CMA_OK;
+}
+
 enum cma_errc cma_pq_parse_duration(const char *s, size_t len, int64_t *ret_ms)
 {
-    static const struct {
-        const char *unit;
-        int64_t ms;
-    } units[] = {
-        {"y", 365LL * 24 * 3600 * 1000}, {"w", 7LL * 24 * 3600 * 1000}, {"d", 24LL * 3600 * 1000},
-        {"h", 3600LL * 1000},           {"m", 60LL * 1000},            {"s", 1000},
-        {"ms", 1},
-    };
     size_t i = 0, u = 0;
     int64_t total = 0;
     if (len == 0)
         return CMA_ERR_RULE;
     while (i < len) {
-        int64_t v = 0;
-        size_t start = i;
-        while (i < len && is_digit((unsigned char)s[i])) {
-            if (v > (INT64_MAX - 9) / 10)
-                return CMA_ERR_TOO_LARGE;
-            v = v * 10 + (s[i++] - '0');
-        }
-        size_t ulen = 0;
-        while (i + ulen < len && isalpha((unsigned char)s[i + ulen]) && ulen < 2)
-            ulen++;
-        if (i == start || ulen == 0)
-            return CMA_ERR_RULE;
-        /* "ms" only when it is the whole unit; "m" followed by digits is minutes */
-        if (ulen == 2 && !(s[i] == 'm' && s[i + 1] == 's'))
-            ulen = 1;
-        while (u < sizeof(units) / sizeof(units[0]) &&
-               !(strlen(units[u].unit) == ulen && memcmp(units[u].unit, s + i, ulen) == 0))
-            u++;
-        if (u == sizeof(units) / sizeof(units[0]))
-            return CMA_ERR_RULE; /* unknown unit, repeated, or out of order */
-        if (v > (INT64_MAX - total) / units[u].ms)
-            return CMA_ERR_TOO_LARGE;
-        total += v * units[u].ms;
-        u++;
-        i += ulen;
+        enum cma_errc rc = duration_part(s, len, &i, &u, &total);
+        if (rc != CMA_OK)
+            return rc;
     }
+    /* Prometheus holds durations as Go time.Duration (nanoseconds in an int64) */
+    if (total > INT64_MAX / 1000000)
+        return CMA_ERR_TOO_LARGE;
     *ret_ms = total;
     return CMA_OK;
 }

@@ -561,6 +561,12 @@ static enum cma_errc check_aggregate(struct parser *p, struct pq_node *n, struct
     return rc;
 }
 
+static bool at_grouping(const struct parser *p)
+{
+    return is_kw(&p->tok, PQ_KW_BY) || is_kw(&p->tok, PQ_KW_WITHOUT);
+}
+
+/* op [by|without (...)] "(" [param ","] expr ")" [by|without (...)] */
 static enum cma_errc aggregate(struct parser *p, struct pq_node **ret)
 {
     struct pq_node *n = new_node(p, PQ_N_AGGREGATE, p->tok.pos);
@@ -568,17 +574,17 @@ static enum cma_errc aggregate(struct parser *p, struct pq_node **ret)
         return p->err && p->err->code ? p->err->code : CMA_ERR_NOMEM;
     n->u.agg.op = p->tok.agg;
     enum cma_errc rc = advance(p);
-    bool modifier_first = is_kw(&p->tok, PQ_KW_BY) || is_kw(&p->tok, PQ_KW_WITHOUT);
-    if (rc == CMA_OK && modifier_first)
+    bool modifier_first = rc == CMA_OK && at_grouping(p);
+    if (modifier_first)
         rc = aggregate_modifier(p, n);
-    if (rc == CMA_OK && p->tok.type != PQ_LPAREN)
+    if (rc != CMA_OK)
+        return rc;
+    if (p->tok.type != PQ_LPAREN)
         return unexpected(p, "aggregation", "\"(\"");
     struct pq_node **args = NULL;
     size_t n_args = 0;
-    if (rc == CMA_OK)
-        rc = call_args(p, &args, &n_args);
-    if (rc == CMA_OK && !modifier_first &&
-        (is_kw(&p->tok, PQ_KW_BY) || is_kw(&p->tok, PQ_KW_WITHOUT)))
+    rc = call_args(p, &args, &n_args);
+    if (rc == CMA_OK && !modifier_first && at_grouping(p))
         rc = aggregate_modifier(p, n);
     if (rc == CMA_OK)
         rc = check_aggregate(p, n, args, n_args);
@@ -644,22 +650,23 @@ static enum cma_errc paren(struct parser *p, struct pq_node **ret)
     return rc;
 }
 
+static enum cma_errc literal(struct parser *p, struct pq_node **ret)
+{
+    bool number = p->tok.type == PQ_NUMBER;
+    struct pq_node *n = new_node(p, number ? PQ_N_NUMBER : PQ_N_STRING, p->tok.pos);
+    if (!n)
+        return p->err && p->err->code ? p->err->code : CMA_ERR_NOMEM;
+    *ret = n;
+    finish(p, n);
+    return number ? take_number(p, &n->u.number) : take_string(p, &n->u.string);
+}
+
 static enum cma_errc primary(struct parser *p, struct pq_node **ret)
 {
-    struct pq_node *n;
     switch (p->tok.type) {
     case PQ_NUMBER:
-        if (!(n = new_node(p, PQ_N_NUMBER, p->tok.pos)))
-            return p->err && p->err->code ? p->err->code : CMA_ERR_NOMEM;
-        *ret = n;
-        finish(p, n);
-        return take_number(p, &n->u.number);
     case PQ_STRING:
-        if (!(n = new_node(p, PQ_N_STRING, p->tok.pos)))
-            return p->err && p->err->code ? p->err->code : CMA_ERR_NOMEM;
-        *ret = n;
-        finish(p, n);
-        return take_string(p, &n->u.string);
+        return literal(p, ret);
     case PQ_LPAREN:
         return paren(p, ret);
     case PQ_LBRACE:
@@ -689,43 +696,42 @@ static struct pq_mods *mods_of(struct pq_node *n)
     return NULL;
 }
 
-static enum cma_errc bracket(struct parser *p, struct pq_node **inout)
+/* lhs[range] once "]" is the current token */
+static enum cma_errc range_selector(struct parser *p, size_t open, int64_t range,
+                                    struct pq_node **inout)
 {
-    size_t open = p->tok.pos;
-    int64_t range = 0, step = 0;
-    enum cma_errc rc = advance(p);
-    if (rc == CMA_OK)
-        rc = take_duration(p, "subquery or range", &range);
-    if (rc != CMA_OK)
-        return rc;
     struct pq_node *lhs = *inout;
-    if (p->tok.type == PQ_RBRACKET) {
-        if (lhs->kind != PQ_N_SELECTOR)
-            return fail(p, open, "ranges only allowed for vector selectors");
-        if (lhs->u.sel.mods.has_offset)
-            return fail(p, open, "no offset modifiers allowed before range");
-        if (lhs->u.sel.mods.at != PQ_AT_NONE)
-            return fail(p, open, "no @ modifiers allowed before range");
-        struct pq_node *m = new_node(p, PQ_N_MATRIX, lhs->pos);
-        if (!m)
-            return p->err && p->err->code ? p->err->code : CMA_ERR_NOMEM;
-        m->u.matrix.sel = lhs;
-        m->u.matrix.range_ms = range;
-        *inout = m;
-        if ((rc = finish(p, m)) != CMA_OK)
-            return rc;
-        return advance(p);
-    }
-    if ((rc = expect(p, PQ_COLON, "subquery or range", "\":\" or \"]\"")) != CMA_OK)
-        return rc;
-    if (p->tok.type != PQ_RBRACKET &&
-        (rc = take_duration(p, "subquery selector", &step)) != CMA_OK)
-        return rc;
-    if ((rc = expect(p, PQ_RBRACKET, "subquery selector", "\"]\"")) != CMA_OK)
+    if (lhs->kind != PQ_N_SELECTOR)
+        return fail(p, open, "ranges only allowed for vector selectors");
+    if (lhs->u.sel.mods.has_offset)
+        return fail(p, open, "no offset modifiers allowed before range");
+    if (lhs->u.sel.mods.at != PQ_AT_NONE)
+        return fail(p, open, "no @ modifiers allowed before range");
+    struct pq_node *m = new_node(p, PQ_N_MATRIX, lhs->pos);
+    if (!m)
+        return p->err && p->err->code ? p->err->code : CMA_ERR_NOMEM;
+    m->u.matrix.sel = lhs;
+    m->u.matrix.range_ms = range;
+    *inout = m;
+    enum cma_errc rc = finish(p, m);
+    return rc == CMA_OK ? advance(p) : rc;
+}
+
+/* lhs[range:step] once ":" is the current token */
+static enum cma_errc subquery(struct parser *p, int64_t range, struct pq_node **inout)
+{
+    struct pq_node *lhs = *inout;
+    int64_t step = 0;
+    enum cma_errc rc = advance(p);
+    if (rc == CMA_OK && p->tok.type != PQ_RBRACKET)
+        rc = take_duration(p, "subquery selector", &step);
+    if (rc == CMA_OK)
+        rc = expect(p, PQ_RBRACKET, "subquery selector", "\"]\"");
+    if (rc != CMA_OK)
         return rc;
     if (lhs->type != PQ_T_VECTOR)
         return fail(p, lhs->pos, "subquery is only allowed on instant vector, got %s instead",
-                    cma_pq_type_name(lhs->type));
+                    lhs->type == PQ_T_MATRIX ? "matrix" : cma_pq_type_name(lhs->type));
     struct pq_node *s = new_node(p, PQ_N_SUBQUERY, lhs->pos);
     if (!s)
         return p->err && p->err->code ? p->err->code : CMA_ERR_NOMEM;
@@ -734,6 +740,22 @@ static enum cma_errc bracket(struct parser *p, struct pq_node **inout)
     s->u.sub.step_ms = step;
     *inout = s;
     return finish(p, s);
+}
+
+static enum cma_errc bracket(struct parser *p, struct pq_node **inout)
+{
+    size_t open = p->tok.pos;
+    int64_t range = 0;
+    enum cma_errc rc = advance(p);
+    if (rc == CMA_OK)
+        rc = take_duration(p, "subquery or range", &range);
+    if (rc != CMA_OK)
+        return rc;
+    if (p->tok.type == PQ_RBRACKET)
+        return range_selector(p, open, range, inout);
+    if (p->tok.type == PQ_COLON)
+        return subquery(p, range, inout);
+    return unexpected(p, "subquery or range", "\":\" or \"]\"");
 }
 
 static enum cma_errc offset(struct parser *p, struct pq_node *n)
@@ -834,32 +856,13 @@ static enum cma_errc postfix(struct parser *p, struct pq_node **inout)
 
 static int binop_prec(enum pq_tok t)
 {
-    switch (t) {
-    case PQ_LOR:
-        return 1;
-    case PQ_LAND:
-    case PQ_LUNLESS:
-        return 2;
-    case PQ_EQLC:
-    case PQ_NEQ:
-    case PQ_GTR:
-    case PQ_GTE:
-    case PQ_LSS:
-    case PQ_LTE:
-        return 3;
-    case PQ_ADD:
-    case PQ_SUB:
-        return 4;
-    case PQ_MUL:
-    case PQ_DIV:
-    case PQ_MOD:
-    case PQ_ATAN2:
-        return 5;
-    case PQ_POW:
-        return 6;
-    default:
-        return 0;
-    }
+    static const int prec[] = {
+        [PQ_LOR] = 1, [PQ_LAND] = 2, [PQ_LUNLESS] = 2, [PQ_EQLC] = 3, [PQ_NEQ] = 3,
+        [PQ_GTR] = 3, [PQ_GTE] = 3,  [PQ_LSS] = 3,     [PQ_LTE] = 3,  [PQ_ADD] = 4,
+        [PQ_SUB] = 4, [PQ_MUL] = 5,  [PQ_DIV] = 5,     [PQ_MOD] = 5,  [PQ_ATAN2] = 5,
+        [PQ_POW] = 6,
+    };
+    return (size_t)t < sizeof(prec) / sizeof(prec[0]) ? prec[t] : 0;
 }
 
 static enum cma_errc enter(struct parser *p)
@@ -900,7 +903,7 @@ static enum cma_errc unary(struct parser *p, struct pq_node **ret)
         return fail(p, op.pos,
                     "unary expression only allowed on expressions of type scalar or instant "
                     "vector, got \"%s\"",
-                    t == PQ_T_STRING ? "string" : "matrix");
+                    cma_pq_type_name(t));
     struct pq_node *n = new_node(p, PQ_N_UNARY, op.pos);
     if (!n)
         return p->err && p->err->code ? p->err->code : CMA_ERR_NOMEM;
@@ -953,40 +956,51 @@ static bool labels_contain(const struct pq_labels *l, const struct pq_str *s)
     return false;
 }
 
+/* checkAST's vector matching rules, both sides instant vectors */
+static enum cma_errc check_matching(struct parser *p, struct pq_node *n, size_t op_pos)
+{
+    if (is_set_op(n->u.bin.op)) {
+        if (n->u.bin.card != PQ_CARD_ONE_TO_ONE)
+            return fail(p, n->pos, "no grouping allowed for \"%s\" operation",
+                        cma_pq_binop_name(n->u.bin.op));
+        n->u.bin.card = PQ_CARD_MANY_TO_MANY;
+    }
+    if (!n->u.bin.on)
+        return CMA_OK;
+    for (size_t i = 0; i < n->u.bin.include.n; i++)
+        if (labels_contain(&n->u.bin.matching, &n->u.bin.include.items[i]))
+            return fail(p, op_pos, "label \"%s\" must not occur in ON and GROUP clause at once",
+                        n->u.bin.include.items[i].s);
+    return CMA_OK;
+}
+
+static bool is_operand_type(enum pq_type t)
+{
+    return t == PQ_T_SCALAR || t == PQ_T_VECTOR;
+}
+
 /* checkAST for a binary expression */
 static enum cma_errc check_binary(struct parser *p, struct pq_node *n, size_t op_pos)
 {
     enum pq_type lt = n->u.bin.lhs->type, rt = n->u.bin.rhs->type;
-    const char *name = cma_pq_binop_name(n->u.bin.op);
-    if ((lt != PQ_T_SCALAR && lt != PQ_T_VECTOR) || (rt != PQ_T_SCALAR && rt != PQ_T_VECTOR))
+    if (!is_operand_type(lt) || !is_operand_type(rt))
         return fail(p, n->pos, "binary expression must contain only scalar and instant vector "
                                "types");
-    if (is_comparison(n->u.bin.op) && !n->u.bin.ret_bool && lt == PQ_T_SCALAR &&
-        rt == PQ_T_SCALAR)
+    bool scalars = lt == PQ_T_SCALAR && rt == PQ_T_SCALAR;
+    if (is_comparison(n->u.bin.op) && !n->u.bin.ret_bool && scalars)
         return fail(p, op_pos, "comparisons between scalars must use BOOL modifier");
     if (is_set_op(n->u.bin.op) && (lt == PQ_T_SCALAR || rt == PQ_T_SCALAR))
         return fail(p, n->pos, "set operator \"%s\" not allowed in binary scalar expression",
-                    name);
-    if (lt != PQ_T_VECTOR || rt != PQ_T_VECTOR) {
-        if (n->u.bin.matching.n > 0)
-            return fail(p, n->pos, "vector matching only allowed between instant vectors");
-        /* Prometheus drops the matching of a scalar operation: "1 + on() 2" is "1 + 2" */
-        n->u.bin.has_matching = false;
-        n->u.bin.on = false;
-        n->u.bin.card = PQ_CARD_ONE_TO_ONE;
-        n->u.bin.include.n = 0;
-        return CMA_OK;
-    }
-    if (is_set_op(n->u.bin.op)) {
-        if (n->u.bin.card != PQ_CARD_ONE_TO_ONE)
-            return fail(p, n->pos, "no grouping allowed for \"%s\" operation", name);
-        n->u.bin.card = PQ_CARD_MANY_TO_MANY;
-    }
-    if (n->u.bin.on)
-        for (size_t i = 0; i < n->u.bin.include.n; i++)
-            if (labels_contain(&n->u.bin.matching, &n->u.bin.include.items[i]))
-                return fail(p, op_pos, "label \"%s\" must not occur in ON and GROUP clause at once",
-                            n->u.bin.include.items[i].s);
+                    cma_pq_binop_name(n->u.bin.op));
+    if (lt == PQ_T_VECTOR && rt == PQ_T_VECTOR)
+        return check_matching(p, n, op_pos);
+    if (n->u.bin.matching.n > 0)
+        return fail(p, n->pos, "vector matching only allowed between instant vectors");
+    /* Prometheus drops the matching of a scalar operation: "1 + on() 2" is "1 + 2" */
+    n->u.bin.has_matching = false;
+    n->u.bin.on = false;
+    n->u.bin.card = PQ_CARD_ONE_TO_ONE;
+    n->u.bin.include.n = 0;
     return CMA_OK;
 }
 

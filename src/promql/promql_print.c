@@ -100,41 +100,45 @@ enum cma_errc cma_pq_quote(struct cma_buf *out, const char *s, size_t len)
     return rc == CMA_OK ? cma_buf_appendc(out, '"') : rc;
 }
 
-/* fmt.Sprint(float64): strconv.FormatFloat(v, 'g', -1, 64) */
-static enum cma_errc append_number(struct cma_buf *out, double v)
+/* the shortest decimal digits that read back as v (v finite, >= 0), without trailing zeros,
+ * and the decimal exponent of the first one */
+static size_t shortest_digits(double v, char digits[24], int *ret_exp)
 {
-    if (isnan(v))
-        return cma_buf_appends(out, "NaN");
-    if (isinf(v))
-        return cma_buf_appends(out, v > 0 ? "+Inf" : "-Inf");
     char e[40];
     for (int prec = 0; prec < 17; prec++) {
-        snprintf(e, sizeof(e), "%.*e", prec, fabs(v));
-        if (strtod(e, NULL) == fabs(v))
+        snprintf(e, sizeof(e), "%.*e", prec, v);
+        if (strtod(e, NULL) == v)
             break;
     }
-    /* e is "d[.ddd]e[+-]XX": the shortest digits and the decimal exponent */
-    char digits[24];
+    /* e is "d[.ddd]e[+-]XX" */
     size_t nd = 0;
-    char *p = e;
+    const char *p = e;
     for (; *p && *p != 'e'; p++)
         if (*p != '.')
             digits[nd++] = *p;
-    int exp = atoi(p + 1);
+    *ret_exp = atoi(p + 1);
     while (nd > 1 && digits[nd - 1] == '0')
         nd--;
-    enum cma_errc rc = signbit(v) ? cma_buf_appendc(out, '-') : CMA_OK;
-    if (rc != CMA_OK)
-        return rc;
-    if (exp < -4 || exp >= 6) { /* Go's shortest %v: exponent form from 1e6 */
-        rc = cma_buf_append(out, digits, 1);
-        if (rc == CMA_OK && nd > 1)
-            rc = cma_buf_appendc(out, '.');
-        if (rc == CMA_OK && nd > 1)
+    return nd;
+}
+
+/* d[.ddd]e+XX */
+static enum cma_errc append_exponent_form(struct cma_buf *out, const char *digits, size_t nd,
+                                          int exp)
+{
+    enum cma_errc rc = cma_buf_append(out, digits, 1);
+    if (rc == CMA_OK && nd > 1) {
+        rc = cma_buf_appendc(out, '.');
+        if (rc == CMA_OK)
             rc = cma_buf_append(out, digits + 1, nd - 1);
-        return rc == CMA_OK ? cma_buf_printf(out, "e%c%02d", exp < 0 ? '-' : '+', abs(exp))
-                            : rc;
     }
+    return rc == CMA_OK ? cma_buf_printf(out, "e%c%02d", exp < 0 ? '-' : '+', abs(exp)) : rc;
+}
+
+static enum cma_errc append_fixed_form(struct cma_buf *out, const char *digits, size_t nd,
+                                       int exp)
+{
+    enum cma_errc rc = CMA_OK;
     if (exp < 0) {
         rc = cma_buf_appends(out, "0.");
         for (int i = -1; rc == CMA_OK && i > exp; i--)
@@ -149,6 +153,25 @@ static enum cma_errc append_number(struct cma_buf *out, double v)
             rc = cma_buf_append(out, digits + exp + 1, nd - (size_t)exp - 1);
     }
     return rc;
+}
+
+/* fmt.Sprint(float64): strconv.FormatFloat(v, 'g', -1, 64), whose shortest form switches to
+ * the exponent form below 1e-4 and from 1e6 ("1e+08") */
+static enum cma_errc append_number(struct cma_buf *out, double v)
+{
+    if (isnan(v))
+        return cma_buf_appends(out, "NaN");
+    if (isinf(v))
+        return cma_buf_appends(out, v > 0 ? "+Inf" : "-Inf");
+    char digits[24];
+    int exp = 0;
+    size_t nd = shortest_digits(fabs(v), digits, &exp);
+    enum cma_errc rc = signbit(v) ? cma_buf_appendc(out, '-') : CMA_OK;
+    if (rc != CMA_OK)
+        return rc;
+    if (exp < -4 || exp >= 6)
+        return append_exponent_form(out, digits, nd, exp);
+    return append_fixed_form(out, digits, nd, exp);
 }
 
 /* model.Duration.String() */
@@ -225,30 +248,45 @@ static int compare_text(const void *a, const void *b)
     return x->len < y->len ? -1 : x->len > y->len ? 1 : 0;
 }
 
+static bool is_name_matcher(const struct pq_node *n, const struct pq_matcher *m)
+{
+    const struct pq_str *name = &n->u.sel.name;
+    return m->op == PQ_M_EQ && m->name.len == 8 && memcmp(m->name.s, "__name__", 8) == 0 &&
+           name->len > 0 && m->value.len == name->len &&
+           memcmp(m->value.s, name->s, name->len) == 0;
+}
+
+/* texts[i]: the text of each matcher but the name's, in all; sorted */
+static enum cma_errc matcher_texts(const struct pq_node *n, struct cma_buf *all,
+                                   struct pq_str *texts, size_t *ret_n)
+{
+    size_t nt = 0, start = 0;
+    enum cma_errc rc = CMA_OK;
+    for (size_t i = 0; rc == CMA_OK && i < n->u.sel.n_matchers; i++) {
+        if (is_name_matcher(n, &n->u.sel.matchers[i]))
+            continue;
+        rc = append_matcher(all, &n->u.sel.matchers[i]);
+        texts[nt++] = (struct pq_str){NULL, all->len - start};
+        start = all->len;
+    }
+    if (rc != CMA_OK)
+        return rc;
+    /* the buffer may have moved while it grew: point into it only now */
+    for (size_t i = 0, off = 0; i < nt; off += texts[i].len, i++)
+        texts[i].s = cma_buf_str(all) + off;
+    qsort(texts, nt, sizeof(*texts), compare_text);
+    *ret_n = nt;
+    return CMA_OK;
+}
+
 /* the matchers' texts, sorted, joined by "," (the __name__ one folded into the name) */
 static enum cma_errc append_matchers(struct cma_buf *out, const struct pq_node *n, bool *ret_any)
 {
-    size_t k = n->u.sel.n_matchers;
     struct cma_buf all;
     cma_buf_init(&all, out->max);
-    size_t *ends = calloc(k + 1, sizeof(*ends));
-    struct pq_str *texts = calloc(k + 1, sizeof(*texts));
+    struct pq_str *texts = calloc(n->u.sel.n_matchers + 1, sizeof(*texts));
     size_t nt = 0;
-    enum cma_errc rc = ends && texts ? CMA_OK : CMA_ERR_NOMEM;
-    for (size_t i = 0; rc == CMA_OK && i < k; i++) {
-        const struct pq_matcher *m = &n->u.sel.matchers[i];
-        if (m->op == PQ_M_EQ && m->name.len == 8 && memcmp(m->name.s, "__name__", 8) == 0 &&
-            m->value.len == n->u.sel.name.len && n->u.sel.name.len > 0 &&
-            memcmp(m->value.s, n->u.sel.name.s, m->value.len) == 0)
-            continue;
-        rc = append_matcher(&all, m);
-        ends[nt++] = all.len;
-    }
-    for (size_t i = 0; rc == CMA_OK && i < nt; i++)
-        texts[i] = (struct pq_str){cma_buf_str(&all) + (i ? ends[i - 1] : 0),
-                                   ends[i] - (i ? ends[i - 1] : 0)};
-    if (rc == CMA_OK)
-        qsort(texts, nt, sizeof(*texts), compare_text);
+    enum cma_errc rc = texts ? matcher_texts(n, &all, texts, &nt) : CMA_ERR_NOMEM;
     for (size_t i = 0; rc == CMA_OK && i < nt; i++) {
         if (i > 0)
             rc = cma_buf_appendc(out, ',');
@@ -256,7 +294,6 @@ static enum cma_errc append_matchers(struct cma_buf *out, const struct pq_node *
             rc = cma_buf_append(out, texts[i].s, texts[i].len);
     }
     *ret_any = nt > 0;
-    free(ends);
     free(texts);
     cma_buf_done(&all);
     return rc;
