@@ -21,10 +21,11 @@ Situations (one Prometheus holds them all):
 - several dcgm-exporter installs: a 3.x install with the default collectors (FB_FREE, DCP) and
   honor_labels: true on cov-node-full; a 4.x install with a trimmed collectors file (GPU_UTIL and
   FB_USED only, lowercase `hostname`) scraped with honor_labels: false on cov-node-trim; Alibaba
-  ACK's exporter (NodeName/NamespaceName/PodName) on cov-node-ack, where one card (no DCP, FB_FREE
-  not reported) lacks inputs the other has and an idle card's GR_ENGINE_ACTIVE is NaN; pods of
+  ACK's exporter (NodeName/NamespaceName/PodName) on cov-node-ack, where one card (no DCP, no
+  FB_FREE, no MEM_COPY_UTIL) lacks inputs the other has and an idle card's GR_ENGINE_ACTIVE is NaN; pods of
   namespace `mixed` on all three, so the namespace mixes GPUs with and without FB_FREE (the
-  issue's 136 % case: used summed over every GPU, capacity over those with FB_FREE);
+  issue's 136 % case: used summed over every GPU, capacity over those with FB_FREE); on
+  cov-node-trim a card without GPU_UTIL, on cov-node-ack one without MEM_COPY_UTIL;
 - MIG beside whole GPUs on cov-node-mig: card 0 in MIG mode with two 3g.40gb instances and the
   card's own series (GPU_UTIL, MEM_COPY_UTIL, FB_USED/FB_FREE, GR_ENGINE_ACTIVE) beside them,
   card 1 a whole GPU;
@@ -77,11 +78,13 @@ UNITS = {
     "trimmed-4.x": [
         (0, None, ("mixed", "train-1"), {GU: 90, FU: 40000}),
         (1, None, ("mixed", "infer-0"), {GU: 50, FU: 30000}),
+        # a card whose GPU_UTIL the exporter does not write (DCGM answered blank)
+        (2, None, ("mixed", "infer-0"), {FU: 2048}),
     ],
     "ack": [
         (0, None, ("mixed", "ack-0"), {GU: 70, MC: 35, FU: 12000, FF: 12000, EA: 0.5}),
-        # an older card on the same node: no DCP profiling, FB_FREE not reported
-        (1, None, ("mixed", "ack-0"), {GU: 30, MC: 15, FU: 8000}),
+        # an older card on the same node: no DCP profiling, no FB_FREE, no MEM_COPY_UTIL
+        (1, None, ("mixed", "ack-0"), {GU: 30, FU: 8000}),
         (2, None, None, {GU: 10, MC: 5, FU: 1000, FF: 23000, EA: NAN}),
     ],
     "mig": [
