@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # test_promql_oracle.sh: the differential test of our PromQL parser, printer and namespace enforcer
-# cost: high (about a minute alone: two Prometheus servers and some 20,000 HTTP requests)
 # (src/promql/, driven through the test driver promql_cli) against Debian's Prometheus 2.42
 # itself, issue 23. The corpus (tests/lib/promql_corpus.py, seed 23): every query of the rule
 # corpus rendered as prometheus-adapter renders it, hand-written cases over the whole grammar, a
 # few thousand generated queries in random layouts and a thousand mutated ones. Per query
 # (tests/lib/promql_oracle.py syntax): Prometheus' /api/v1/format_query of the original and of our
-# printed text are the same; we refuse what Prometheus refuses (documented exceptions: Prometheus
-# 3 syntax we accept); the enforced text parses, every selector of its canonical form carries
-# namespace="team-a", and it equals the original with the matcher inserted into every selector.
+# printed text are the same; we refuse what Prometheus refuses (documented exceptions in the
+# harness: Prometheus 3 syntax we accept, 2.42 bugs we do not copy); the enforced text parses,
+# every selector of its canonical form carries namespace="team-a", and it equals the original with
+# the matcher inserted into every selector (a scan of canonical text, with its own self-test).
 # Then real data (promql_oracle.py gen-data, backfilled with promtool): several namespaces with
 # shared metric names, exported_namespace, values that look like other namespaces, series without
 # a namespace, keyword-named metrics; one Prometheus holds all of it, a second one only the series
@@ -16,6 +16,8 @@
 # corpus: the enforced query over everything returns exactly what the original returns over
 # team-a alone, and no other namespace's series. The driver is $(dirname $CMA_BIN)/promql_cli
 # (built with the tests); a missing driver is a failed check.
+# cost: high (about a minute alone: two Prometheus servers and some 20,000 HTTP requests)
+# asan: yes (then promql_cli is the ASan+UBSan build: anything on its stderr fails the run)
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh
@@ -61,6 +63,9 @@ t_json "data: at least three namespaces share metric names" \
   "$(at "$FULL_URL" 'count(count by (namespace) (http_requests_total{namespace!=""}))')" '.data.result[0].value[1] | tonumber >= 3' true
 t_json "data: there are series without a namespace label, and exported_namespace labels" \
   "$(at "$FULL_URL" 'count(http_requests_total{namespace=""}) + count(queue_length{exported_namespace!=""})')" '.data.result[0].value[1]' 3
+
+t_ok "harness: the scan of canonical text finds every selector of its own test cases" \
+  python3 tests/lib/promql_oracle.py selftest "$FULL_URL"
 
 # --- syntax: print and enforce against format_query ----------------------------------------------
 out=$(python3 tests/lib/promql_oracle.py syntax "$FULL_URL" "$cli" "$CMA_TMP/corpus.jsonl" "$CMA_TMP/syntax.txt")

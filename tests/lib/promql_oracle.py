@@ -17,6 +17,10 @@ tests/e2e/test_promql_oracle.sh.
       Prints a JSON summary on stdout; writes every mismatch (both texts) to MISMATCHES.txt;
       exits 1 when something failed.
 
+  promql_oracle.py selftest PROM_URL
+      The scan of canonical text (below) on hand-written cases: it finds exactly the selectors
+      listed, and after inserting the matcher into them none is left without it.
+
   promql_oracle.py gen-data OUT_DIR
       OpenMetrics for promtool: OUT_DIR/full.om (several namespaces: shared metric names,
       `namespace` and `exported_namespace` labels, values that look like the other namespaces, a
@@ -136,10 +140,11 @@ def run_cli(cli, args, queries):
     data = "".join(json.dumps(q) + "\n" for q in queries).encode()
     p = subprocess.run([cli] + args, input=data, capture_output=True, timeout=300, check=False)
     lines = p.stdout.decode("utf-8", "replace").splitlines()
-    if p.returncode != 0 or len(lines) != len(queries):
-        raise RuntimeError("%s %s: exit %d, %d answers for %d queries: %s" % (
+    # Exit 0, one answer a query and nothing on stderr (where ASan and UBSan report).
+    if p.returncode != 0 or len(lines) != len(queries) or p.stderr:
+        raise RuntimeError("%s %s: exit %d, %d answers for %d queries; stderr: %s" % (
             cli, " ".join(args), p.returncode, len(lines), len(queries),
-            p.stderr.decode("utf-8", "replace")[:500]))
+            p.stderr.decode("utf-8", "replace")[-3000:]))
     out = []
     for line in lines:
         try:
@@ -779,8 +784,61 @@ def cmd_data(argv):
     return 1 if failed else 0
 
 
+# The scan's own test: Prometheus' canonical text of each query, and the selectors (metric names,
+# None for {...} without one) the scan must find there, in order.
+SCAN_CASES = [
+    ("sum by (by) (by)", ["by"]),
+    ("offset offset 5m", ["offset"]),
+    ("a and and", ["a", "and"]),
+    ("sum(sum)", ["sum"]),
+    ("sum", ["sum"]),
+    ("sum without (a) (without)", ["without"]),
+    ("x > bool on (a) group_left (b) y", ["x", "y"]),
+    ("1 > bool (x)", ["x"]),
+    ("1 > bool x", ["x"]),
+    ("x + ignoring (a) group_right () (y)", ["x", "y"]),
+    ('topk by (a) (3, {__name__=~".+"})', [None]),
+    (r'count_values without () ("v", x{a="b,c}\" ]"})', ["x"]),
+    ("-x ^ -y", ["x", "y"]),
+    ('label_replace(x, "namespace", "a", "", "")', ["x"]),
+    ("vector(1) or on () start", ["start"]),
+    ("x @ end() - end", ["x", "end"]),
+    ("rate(y[5m] @ 100 offset -1m)", ["y"]),
+    ("max_over_time(rate(x[5m])[30m:1m] offset 1h)", ["x"]),
+    ("histogram_quantile(0.9, sum by (le) (rate(b[5m])))", ["b"]),
+    ("nan + Inf - x", ["x"]),
+    ('{__name__="sum"} + by', [None, "by"]),
+    ("time() + scalar(x) + pi()", ["x"]),
+    ("sum(x) by (a)", ["x"]),
+    ("x unless on (a) y or z and w", ["x", "y", "z", "w"]),
+    ("a atan2 b", ["a", "b"]),
+    ('absent(x{namespace="a"}) * on () group_left () (count(y))', ["x", "y"]),
+    ("(((x)))[5m:] @ start()", ["x"]),
+    ('sum(\n  rate(x{a="b"}[5m]) # c\n) + y', ["x", "y"]),
+]
+
+
+def cmd_selftest(argv):
+    (prom_url,) = argv
+    prom, bad = Prom(prom_url), 0
+    for (q, want), (ok, canon) in zip(SCAN_CASES, prom.fmt_many([q for q, _ in SCAN_CASES])):
+        try:
+            got = [s["name"] for s in selectors(canon)] if ok else "refused: " + canon
+            ins = insert_matcher(canon, "namespace", NS) if ok else None
+            ins_ok, ins_canon = prom.fmt(ins) if ok else (False, "")
+            left = unenforced(ins_canon, "namespace", NS) if ins_ok else ["does not parse"]
+        except (ScanError, IndexError) as e:
+            got, left = "scan error: %s" % e, []
+        if got != want or left:
+            bad += 1
+            print("FAIL %r: canonical %r, found %r, want %r, unenforced after insert %r" % (
+                q, canon, got, want, left))
+    print("scan self-test: %d cases, %d failed" % (len(SCAN_CASES), bad))
+    return 1 if bad else 0
+
+
 def main(argv):
-    cmds = {"syntax": (cmd_syntax, 4), "gen-data": (cmd_gen_data, 1), "data": (cmd_data, 6)}
+    cmds = {"selftest": (cmd_selftest, 1), "syntax": (cmd_syntax, 4), "gen-data": (cmd_gen_data, 1), "data": (cmd_data, 6)}
     if not argv or argv[0] not in cmds or len(argv) - 1 != cmds[argv[0]][1]:
         sys.stderr.write(__doc__)
         return 2
