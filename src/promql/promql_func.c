@@ -145,10 +145,10 @@ const char *cma_pq_agg_name(enum pq_agg op)
 const char *cma_pq_binop_name(enum pq_tok op)
 {
     static const char *const names[] = {
-        [PQ_ADD] = "+",     [PQ_SUB] = "-",   [PQ_MUL] = "*",    [PQ_DIV] = "/",
-        [PQ_MOD] = "%",     [PQ_POW] = "^",   [PQ_ATAN2] = "atan2", [PQ_EQLC] = "==",
-        [PQ_NEQ] = "!=",    [PQ_GTR] = ">",   [PQ_GTE] = ">=",   [PQ_LSS] = "<",
-        [PQ_LTE] = "<=",    [PQ_LAND] = "and", [PQ_LOR] = "or",  [PQ_LUNLESS] = "unless",
+        [PQ_ADD] = "+",  [PQ_SUB] = "-",    [PQ_MUL] = "*",       [PQ_DIV] = "/",
+        [PQ_MOD] = "%",  [PQ_POW] = "^",    [PQ_ATAN2] = "atan2", [PQ_EQLC] = "==",
+        [PQ_NEQ] = "!=", [PQ_GTR] = ">",    [PQ_GTE] = ">=",      [PQ_LSS] = "<",
+        [PQ_LTE] = "<=", [PQ_LAND] = "and", [PQ_LOR] = "or",      [PQ_LUNLESS] = "unless",
     };
     if ((size_t)op < sizeof(names) / sizeof(names[0]) && names[op])
         return names[op];
@@ -187,9 +187,8 @@ enum pq_type cma_pq_node_type(const struct pq_node *n)
     case PQ_N_CALL:
         return n->u.call.fn->ret;
     case PQ_N_BINARY:
-        return n->u.bin.lhs->type == PQ_T_SCALAR && n->u.bin.rhs->type == PQ_T_SCALAR
-                   ? PQ_T_SCALAR
-                   : PQ_T_VECTOR;
+        return n->u.bin.lhs->type == PQ_T_SCALAR && n->u.bin.rhs->type == PQ_T_SCALAR ? PQ_T_SCALAR
+                                                                                      : PQ_T_VECTOR;
     case PQ_N_UNARY:
         return n->u.unary.expr->type;
     case PQ_N_PAREN:

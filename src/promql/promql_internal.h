@@ -88,8 +88,8 @@ enum pq_agg {
     PQ_AGG_BOTTOMK,
     PQ_AGG_COUNT_VALUES,
     PQ_AGG_QUANTILE,
-    PQ_AGG_LIMITK,       /* Prometheus 3 (feature promql-experimental-functions) */
-    PQ_AGG_LIMIT_RATIO,  /* Prometheus 3 (same) */
+    PQ_AGG_LIMITK,      /* Prometheus 3 (feature promql-experimental-functions) */
+    PQ_AGG_LIMIT_RATIO, /* Prometheus 3 (same) */
     PQ_AGG__COUNT
 };
 
@@ -118,7 +118,7 @@ enum cma_errc cma_pq_lex_next(struct pq_lexer *lx, struct pq_token *ret, struct 
 
 /* Unquotes a string token (Go strconv.Unquote for "", '' and ``) into the arena. */
 enum cma_errc cma_pq_unquote(struct cma_arena *a, const char *s, size_t len, const char *src,
-                         char **ret, size_t *ret_len, struct cma_err *reterr);
+                             char **ret, size_t *ret_len, struct cma_err *reterr);
 /* model.ParseDuration of a duration token: units y w d h m s ms, each at most once, in that
  * order; the result in milliseconds. Errors say why, at the token. */
 enum cma_errc cma_pq_parse_duration(const char *s, size_t len, int64_t *ret_ms);
@@ -127,7 +127,7 @@ enum cma_errc cma_pq_parse_number(const char *s, size_t len, double *ret);
 
 /* Sets an error at byte offset pos of src (line and column 1-based, column in bytes). */
 enum cma_errc cma_pq_error_at(struct cma_err *err, enum cma_errc code, const char *src, size_t pos,
-                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+                              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* ---- tree ---- */
 
@@ -228,8 +228,8 @@ struct pq_node {
             enum pq_tok op;
             struct pq_node *lhs, *rhs;
             bool ret_bool;
-            bool on;            /* on (...) rather than ignoring (...) */
-            bool has_matching;  /* on/ignoring was written */
+            bool on;           /* on (...) rather than ignoring (...) */
+            bool has_matching; /* on/ignoring was written */
             enum pq_card card;
             struct pq_labels matching, include;
         } bin;

@@ -375,12 +375,12 @@ static bool lex_operator(struct pq_lexer *lx, struct pq_token *t)
         const char *text;
         enum pq_tok type;
     } ops[] = {
-        {"==", PQ_EQLC}, {"=~", PQ_EQL_REGEX}, {"!=", PQ_NEQ},     {"!~", PQ_NEQ_REGEX},
-        {"<=", PQ_LTE},  {">=", PQ_GTE},       {"=", PQ_EQL},      {"<", PQ_LSS},
-        {">", PQ_GTR},   {"+", PQ_ADD},        {"-", PQ_SUB},      {"*", PQ_MUL},
-        {"/", PQ_DIV},   {"%", PQ_MOD},        {"^", PQ_POW},      {"@", PQ_AT},
-        {"(", PQ_LPAREN}, {")", PQ_RPAREN},    {"{", PQ_LBRACE},   {"}", PQ_RBRACE},
-        {"[", PQ_LBRACKET}, {"]", PQ_RBRACKET}, {",", PQ_COMMA},   {":", PQ_COLON},
+        {"==", PQ_EQLC},    {"=~", PQ_EQL_REGEX}, {"!=", PQ_NEQ},   {"!~", PQ_NEQ_REGEX},
+        {"<=", PQ_LTE},     {">=", PQ_GTE},       {"=", PQ_EQL},    {"<", PQ_LSS},
+        {">", PQ_GTR},      {"+", PQ_ADD},        {"-", PQ_SUB},    {"*", PQ_MUL},
+        {"/", PQ_DIV},      {"%", PQ_MOD},        {"^", PQ_POW},    {"@", PQ_AT},
+        {"(", PQ_LPAREN},   {")", PQ_RPAREN},     {"{", PQ_LBRACE}, {"}", PQ_RBRACE},
+        {"[", PQ_LBRACKET}, {"]", PQ_RBRACKET},   {",", PQ_COMMA},  {":", PQ_COLON},
     };
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
         size_t n = strlen(ops[i].text);
@@ -451,8 +451,8 @@ static bool parse_int_prefix(const char *buf, size_t len, double *ret, bool *ret
     *ret_bad = false;
     if (len > 2 && buf[0] == '0' && (buf[1] == 'x' || buf[1] == 'X')) {
         unsigned long long v = strtoull(buf + 2, &end, 16);
-        *ret_bad = end == buf + 2 || *end != '\0' || errno == ERANGE ||
-                   v > (unsigned long long)INT64_MAX;
+        *ret_bad =
+            end == buf + 2 || *end != '\0' || errno == ERANGE || v > (unsigned long long)INT64_MAX;
         *ret = (double)v;
         return true;
     }
@@ -495,15 +495,18 @@ static const struct {
     const char *unit;
     int64_t ms;
 } duration_units[] = {
-    {"y", 365LL * 24 * 3600 * 1000}, {"w", 7LL * 24 * 3600 * 1000}, {"d", 24LL * 3600 * 1000},
-    {"h", 3600LL * 1000},           {"m", 60LL * 1000},            {"s", 1000},
+    {"y", 365LL * 24 * 3600 * 1000},
+    {"w", 7LL * 24 * 3600 * 1000},
+    {"d", 24LL * 3600 * 1000},
+    {"h", 3600LL * 1000},
+    {"m", 60LL * 1000},
+    {"s", 1000},
     {"ms", 1},
 };
 #define N_DURATION_UNITS (sizeof(duration_units) / sizeof(duration_units[0]))
 
 /* one "<digits><unit>" at s[*i]; *u is the first unit still allowed (units come in order) */
-static enum cma_errc duration_part(const char *s, size_t len, size_t *i, size_t *u,
-                                   int64_t *total)
+static enum cma_errc duration_part(const char *s, size_t len, size_t *i, size_t *u, int64_t *total)
 {
     int64_t v = 0;
     size_t start = *i;

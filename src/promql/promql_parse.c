@@ -71,8 +71,8 @@ static enum cma_errc unexpected(struct parser *p, const char *context, const cha
 static struct pq_node *new_node(struct parser *p, enum pq_kind kind, size_t pos)
 {
     if (p->q->n_nodes >= CMA_PROMQL_MAX_NODES) {
-        cma_pq_error_at(p->err, CMA_ERR_TOO_LARGE, p->lx.src, pos,
-                        "query has more than %d nodes", CMA_PROMQL_MAX_NODES);
+        cma_pq_error_at(p->err, CMA_ERR_TOO_LARGE, p->lx.src, pos, "query has more than %d nodes",
+                        CMA_PROMQL_MAX_NODES);
         return NULL;
     }
     struct pq_node *n = cma_arena_alloc(&p->q->arena, sizeof(*n));
@@ -172,8 +172,8 @@ static enum cma_errc take_string(struct parser *p, struct pq_str *ret)
 {
     char *s = NULL;
     size_t n = 0;
-    enum cma_errc rc = cma_pq_unquote(&p->q->arena, p->lx.src + p->tok.pos, p->tok.len,
-                                      p->lx.src, &s, &n, p->err);
+    enum cma_errc rc =
+        cma_pq_unquote(&p->q->arena, p->lx.src + p->tok.pos, p->tok.len, p->lx.src, &s, &n, p->err);
     if (rc != CMA_OK)
         return rc;
     ret->s = s;
@@ -251,8 +251,8 @@ static enum cma_errc grouping_labels(struct parser *p, const char *context, stru
 static enum cma_errc regex_matches_empty(struct parser *p, const struct pq_matcher *m, size_t pos,
                                          bool *ret)
 {
-    static const char *const unsupported[] = {"(?=", "(?!", "(?<=", "(?<!", "(?>", "++", "*+",
-                                              "?+", "}+", "\\K"};
+    static const char *const unsupported[] = {"(?=", "(?!", "(?<=", "(?<!", "(?>",
+                                              "++",  "*+",  "?+",   "}+",   "\\K"};
     for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++)
         if (memmem(m->value.s, m->value.len, unsupported[i], strlen(unsupported[i])))
             return fail(p, pos, "error parsing regexp: invalid or unsupported syntax: `%s`",
@@ -283,8 +283,8 @@ static enum cma_errc regex_matches_empty(struct parser *p, const struct pq_match
     return CMA_OK;
 }
 
-static enum cma_errc matcher_matches_empty(struct parser *p, const struct pq_matcher *m,
-                                           size_t pos, bool *ret)
+static enum cma_errc matcher_matches_empty(struct parser *p, const struct pq_matcher *m, size_t pos,
+                                           bool *ret)
 {
     switch (m->op) {
     case PQ_M_EQ:
@@ -518,11 +518,7 @@ static enum cma_errc aggregate_modifier(struct parser *p, struct pq_node *n)
     return grouping_labels(p, "grouping opts", &n->u.agg.grouping);
 }
 
-static enum param_kind {
-    PARAM_NONE,
-    PARAM_SCALAR,
-    PARAM_STRING
-} agg_param(enum pq_agg op)
+static enum param_kind { PARAM_NONE, PARAM_SCALAR, PARAM_STRING } agg_param(enum pq_agg op)
 {
     switch (op) {
     case PQ_AGG_TOPK:
@@ -857,10 +853,9 @@ static enum cma_errc postfix(struct parser *p, struct pq_node **inout)
 static int binop_prec(enum pq_tok t)
 {
     static const int prec[] = {
-        [PQ_LOR] = 1, [PQ_LAND] = 2, [PQ_LUNLESS] = 2, [PQ_EQLC] = 3, [PQ_NEQ] = 3,
-        [PQ_GTR] = 3, [PQ_GTE] = 3,  [PQ_LSS] = 3,     [PQ_LTE] = 3,  [PQ_ADD] = 4,
-        [PQ_SUB] = 4, [PQ_MUL] = 5,  [PQ_DIV] = 5,     [PQ_MOD] = 5,  [PQ_ATAN2] = 5,
-        [PQ_POW] = 6,
+        [PQ_LOR] = 1, [PQ_LAND] = 2, [PQ_LUNLESS] = 2, [PQ_EQLC] = 3, [PQ_NEQ] = 3, [PQ_GTR] = 3,
+        [PQ_GTE] = 3, [PQ_LSS] = 3,  [PQ_LTE] = 3,     [PQ_ADD] = 4,  [PQ_SUB] = 4, [PQ_MUL] = 5,
+        [PQ_DIV] = 5, [PQ_MOD] = 5,  [PQ_ATAN2] = 5,   [PQ_POW] = 6,
     };
     return (size_t)t < sizeof(prec) / sizeof(prec[0]) ? prec[t] : 0;
 }
@@ -941,8 +936,7 @@ static enum cma_errc bin_modifiers(struct parser *p, struct pq_node *n)
         rc = grouping_labels(p, "grouping opts", &n->u.bin.matching);
     if (rc != CMA_OK || !(is_kw(&p->tok, PQ_KW_GROUP_LEFT) || is_kw(&p->tok, PQ_KW_GROUP_RIGHT)))
         return rc;
-    n->u.bin.card =
-        is_kw(&p->tok, PQ_KW_GROUP_LEFT) ? PQ_CARD_MANY_TO_ONE : PQ_CARD_ONE_TO_MANY;
+    n->u.bin.card = is_kw(&p->tok, PQ_KW_GROUP_LEFT) ? PQ_CARD_MANY_TO_ONE : PQ_CARD_ONE_TO_MANY;
     if ((rc = advance(p)) == CMA_OK && p->tok.type == PQ_LPAREN)
         rc = grouping_labels(p, "grouping opts", &n->u.bin.include);
     return rc;
@@ -984,8 +978,9 @@ static enum cma_errc check_binary(struct parser *p, struct pq_node *n, size_t op
 {
     enum pq_type lt = n->u.bin.lhs->type, rt = n->u.bin.rhs->type;
     if (!is_operand_type(lt) || !is_operand_type(rt))
-        return fail(p, n->pos, "binary expression must contain only scalar and instant vector "
-                               "types");
+        return fail(p, n->pos,
+                    "binary expression must contain only scalar and instant vector "
+                    "types");
     bool scalars = lt == PQ_T_SCALAR && rt == PQ_T_SCALAR;
     if (is_comparison(n->u.bin.op) && !n->u.bin.ret_bool && scalars)
         return fail(p, op_pos, "comparisons between scalars must use BOOL modifier");

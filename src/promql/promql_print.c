@@ -135,8 +135,7 @@ static enum cma_errc append_exponent_form(struct cma_buf *out, const char *digit
     return rc == CMA_OK ? cma_buf_printf(out, "e%c%02d", exp < 0 ? '-' : '+', abs(exp)) : rc;
 }
 
-static enum cma_errc append_fixed_form(struct cma_buf *out, const char *digits, size_t nd,
-                                       int exp)
+static enum cma_errc append_fixed_form(struct cma_buf *out, const char *digits, size_t nd, int exp)
 {
     enum cma_errc rc = CMA_OK;
     if (exp < 0) {
@@ -182,9 +181,12 @@ static enum cma_errc append_duration(struct cma_buf *out, int64_t ms)
         int64_t ms;
         bool exact; /* years and weeks only when nothing is left over */
     } units[] = {
-        {"y", 365LL * 24 * 3600 * 1000, true}, {"w", 7LL * 24 * 3600 * 1000, true},
-        {"d", 24LL * 3600 * 1000, false},      {"h", 3600LL * 1000, false},
-        {"m", 60LL * 1000, false},             {"s", 1000, false},
+        {"y", 365LL * 24 * 3600 * 1000, true},
+        {"w", 7LL * 24 * 3600 * 1000, true},
+        {"d", 24LL * 3600 * 1000, false},
+        {"h", 3600LL * 1000, false},
+        {"m", 60LL * 1000, false},
+        {"s", 1000, false},
         {"ms", 1, false},
     };
     if (ms == 0)
@@ -390,8 +392,8 @@ static enum cma_errc print_matching(struct cma_buf *out, const struct pq_node *n
         rc = append_labels(out, &n->u.bin.matching);
     if (rc != CMA_OK || !grouped)
         return rc;
-    rc = cma_buf_appends(out, n->u.bin.card == PQ_CARD_MANY_TO_ONE ? " group_left "
-                                                                    : " group_right ");
+    rc = cma_buf_appends(out,
+                         n->u.bin.card == PQ_CARD_MANY_TO_ONE ? " group_left " : " group_right ");
     return rc == CMA_OK ? append_labels(out, &n->u.bin.include) : rc;
 }
 
@@ -414,8 +416,8 @@ static enum cma_errc print_binary(struct cma_buf *out, const struct pq_node *n)
 static enum cma_errc print_range(struct cma_buf *out, const struct pq_node *n)
 {
     bool sub = n->kind == PQ_N_SUBQUERY;
-    enum cma_errc rc = sub ? print_node(out, n->u.sub.expr)
-                           : append_selector(out, n->u.matrix.sel, false);
+    enum cma_errc rc =
+        sub ? print_node(out, n->u.sub.expr) : append_selector(out, n->u.matrix.sel, false);
     if (rc == CMA_OK)
         rc = cma_buf_appendc(out, '[');
     if (rc == CMA_OK)

@@ -214,8 +214,7 @@ static void test_parse_duration__units(void **state)
     assert_int_equal(duration("5m5ms"), 300005);
     assert_int_equal(duration("1y"), 365LL * 86400000);
     assert_int_equal(duration("2w"), 14LL * 86400000);
-    assert_int_equal(duration("1y1w1d1h1m1s1ms"),
-                     373LL * 86400000 + 3600000 + 60000 + 1000 + 1);
+    assert_int_equal(duration("1y1w1d1h1m1s1ms"), 373LL * 86400000 + 3600000 + 60000 + 1000 + 1);
     assert_int_equal(duration("0s"), 0);
     assert_int_equal(duration("5m30s1h"), -1); /* out of order */
     assert_int_equal(duration("5m5m"), -1);    /* repeated */
@@ -223,7 +222,7 @@ static void test_parse_duration__units(void **state)
     assert_int_equal(duration("5"), -1);
     assert_int_equal(duration("5hs"), -1);
     assert_int_equal(duration("h"), -1);
-    assert_int_equal(duration("106751991167d"), -2);        /* over Go's time.Duration */
+    assert_int_equal(duration("106751991167d"), -2);         /* over Go's time.Duration */
     assert_int_equal(duration("99999999999999999999y"), -2); /* over int64 */
 }
 

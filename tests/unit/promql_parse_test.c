@@ -26,8 +26,8 @@ static struct cma_promql *parse_ok(const char *text)
     return q;
 }
 
-static void assert_parse_error(const char *text, enum cma_errc code, unsigned line,
-                               unsigned column, const char *part)
+static void assert_parse_error(const char *text, enum cma_errc code, unsigned line, unsigned column,
+                               const char *part)
 {
     struct cma_err err;
     cma_err_clear(&err);
@@ -141,7 +141,7 @@ static void test_parse__unary(void **state)
     assert_string_equal(tree("a * -b"), "(* a (neg b))");
     assert_string_equal(tree("- - a"), "(neg (neg a))");
     assert_string_equal(tree("+a"), "(pos a)");
-    assert_string_equal(tree("-1"), "-1");    /* folded into the literal */
+    assert_string_equal(tree("-1"), "-1"); /* folded into the literal */
     assert_string_equal(tree("--1"), "1");
     assert_string_equal(tree("-(1)"), "(neg (paren 1))");
     assert_string_equal(tree("-1 ^ 2"), "(neg (^ 1 2))");
@@ -187,7 +187,8 @@ static void test_parse__selectors(void **state)
     assert_string_equal(tree("x{a=~\".*\"}"), "x"); /* the name matches something */
     assert_parse_error("{a=~\".*\", b=\"\"}", CMA_ERR_RULE, 1, 1, "non-empty matcher");
     assert_parse_error("{a!~\".+\"}", CMA_ERR_RULE, 1, 1, "non-empty matcher");
-    assert_parse_error("x{__name__=\"y\"}", CMA_ERR_RULE, 1, 1, "metric name must not be set twice");
+    assert_parse_error("x{__name__=\"y\"}", CMA_ERR_RULE, 1, 1,
+                       "metric name must not be set twice");
     assert_parse_error("{\"a\", \"b\"}", CMA_ERR_RULE, 1, 1, "metric name must not be set twice");
     assert_parse_error("x{a=~\"(\"}", CMA_ERR_RULE, 1, 1, "error parsing regexp");
     assert_parse_error("x{a=~\"(?=a)\"}", CMA_ERR_RULE, 1, 1, "error parsing regexp");
