@@ -63,6 +63,12 @@ GET /__fake/add-api-resource?group=G&version=V&resource=R&kind=K&namespaced=true
 (SYNTHESISED, shaped like the recorded discovery documents) to /apis, /apis/G and /apis/G/V at run
 time, as installing a CustomResourceDefinition does; its objects list empty.
 
+MetricRules (--metric-rules CRD.yaml): the custom resource metricrules.metrics.custom-metrics-adapter.dev
+(deploy/components/metric-rules/crd.yaml) as kube-apiserver serves it once that CRD is installed:
+discovery, LIST, WATCH (bookmarks, a dropped watch, 410 Gone), GET, create, and status subresource
+writes checked against the CRD's schema, with test controls under /__fake/metricrules/. Nothing of
+it was recorded; tests/lib/fake_metric_rules.py says what each answer stands in for.
+
 Every request is appended to the request log as one JSON line: time, method, path, raw query, decoded
 query parameters, selected headers, status and body size.
 """
@@ -692,6 +698,7 @@ class App:
             self.group_versions["custom.metrics.k8s.io/v1beta2"] = "discovery-apis-custom.metrics.k8s.io-v1beta2.json"
         self.unauthorized = fixtures.http("error-401-bad-token.http")
         self.watch_hub = None  # WatchHub with --watch
+        self.metric_rules = None  # fake_metric_rules.MetricRuleStore with --metric-rules
         self.dynamic_groups = {}  # "G/V" -> APIResourceList added through /__fake/add-api-resource
         self.dynamic_lock = threading.Lock()
         self.recorded_selector_errors = {}
@@ -812,6 +819,12 @@ class App:
         auth_response = self.auth_dispatch(method, path, url, body)
         if auth_response is not None:
             return auth_response
+        if self.metric_rules is not None:  # --metric-rules: its paths and controls, any method
+            answer = self.metric_rules.dispatch(
+                method, [unquote(p) for p in path.split("/")[1:]] if path != "/" else [],
+                {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}, headers, body)
+            if answer is not None:
+                return answer
         if method not in ("GET", "HEAD"):
             return Response(405, status_body(405, "MethodNotAllowed",
                                              "the server does not allow this method on the requested resource",
@@ -1309,6 +1322,8 @@ def main(argv):
     parser.add_argument("--watch", action="store_true",
                         help="serve WATCH of pods and the /__fake/pods/* and /__fake/watch/* test "
                              "controls (see WatchHub); without it a watch answers 400")
+    parser.add_argument("--metric-rules", metavar="CRD_YAML",
+                        help="serve the MetricRule custom resource of this CRD (see fake_metric_rules.py)")
     args = parser.parse_args(argv)
 
     extra = []
@@ -1324,6 +1339,12 @@ def main(argv):
     if args.watch:
         app.watch_hub = WatchHub(fixtures, cluster)
     app.init_auth(args.sar_allow)
+    if args.metric_rules:
+        import fake_metric_rules  # tests/lib, next to this file
+        app.metric_rules = fake_metric_rules.MetricRuleStore(sys.modules[__name__], fixtures, cluster,
+                                                             args.metric_rules)
+        with app.dynamic_lock:
+            app.dynamic_groups[fake_metric_rules.GV] = app.metric_rules.discovery()
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
