@@ -358,6 +358,28 @@ bool cma_kube_parse_time(const char *s, int64_t *ret_ms);
  * markup, at most 200 bytes), into out. */
 void cma_kube_status_message(const char *body, size_t len, char *out, size_t out_len);
 
+/* ---- kube_stream.c ----------------------------------------------------------------------- */
+
+/* A LIST page (PodList and the like, full objects or metadata) decoded as it streams in: fn gets
+ * each item as one object (n 1) whose strings are the parser's, valid until fn returns; no page
+ * is held whole (kube_stream.c DESIGN). Errors as cma_kube_parse_list_page's. */
+struct cma_kube_page_parser;
+enum cma_errc cma_kube_page_parser_new(cma_kube_page_fn fn, void *ctx,
+                                       struct cma_kube_page_parser **ret);
+void cma_kube_page_parser_free(struct cma_kube_page_parser *p);
+/* fn's error is returned as it is; bad JSON → CMA_ERR_KUBE_ERROR. */
+enum cma_errc cma_kube_page_parser_feed(struct cma_kube_page_parser *p, const char *data,
+                                        size_t len, struct cma_err *reterr);
+/* The page ended: CMA_OK when it was whole; *ret_rv (may be NULL) and *ret_continue get the
+ * list's metadata.resourceVersion and metadata.continue (caller frees; NULL when absent or ""). */
+enum cma_errc cma_kube_page_parser_finish(struct cma_kube_page_parser *p, char **ret_rv,
+                                          char **ret_continue, struct cma_err *reterr);
+/* Items handed to fn so far. */
+size_t cma_kube_page_parser_count(const struct cma_kube_page_parser *p);
+/* The most bytes the parser held at once for items (its scratch buffer and label arrays): one
+ * item's kept strings, whatever the page's size. */
+size_t cma_kube_page_parser_peak(const struct cma_kube_page_parser *p);
+
 /* A watch stream cut into event lines as it arrives: chunks of any size go in, each complete
  * line (without its newline, trailing CR and blanks; empty lines skipped) goes to fn at once.
  * Only the unfinished part of a line is kept, at most max_line bytes. */

@@ -35,6 +35,7 @@
 #define LIST_MAX_PAGES 10000
 #define WATCH_LINE_MAX ((size_t)16 << 20)
 #define WATCH_ERROR_BODY_MAX ((size_t)64 << 10)
+#define LIST_ERROR_BODY_MAX ((size_t)64 << 10) /* a streamed LIST page's non-2xx body */
 #define ACCEPT_JSON "Accept: application/json"
 #define ACCEPT_METADATA                                                                            \
     "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
@@ -498,16 +499,110 @@ struct list_query {
     struct curl_slist *accept;
 };
 
-/* What a LIST does with its pages. */
+/* What a LIST does with its pages: each 2xx page whole (page), or as it streams in (feed). */
 struct pager {
     /* One 2xx page: take its items, set *ret_continue (NULL on the last page). */
     enum cma_errc (*page)(void *ctx, const struct cma_buf *body, char **ret_continue,
                           struct cma_err *reterr);
+    /* Or, when set, a 2xx page's bytes as they arrive, never gathered (the error body of any
+     * other status is); then end (ok false: the page failed before its end, only clean up),
+     * which sets *ret_continue. */
+    enum cma_errc (*feed)(void *ctx, const char *data, size_t len, struct cma_err *reterr);
+    enum cma_errc (*end)(void *ctx, bool ok, char **ret_continue, struct cma_err *reterr);
     /* Drops what earlier pages gave: the LIST starts over once when its continue token has
      * expired (410). NULL: a 410 is an error like any other. */
     void (*restart)(void *ctx);
     void *ctx;
 };
+
+/* A streamed page: 2xx bytes go to the pager's feed, any other status's body is gathered. */
+struct page_sink {
+    CURL *h; /* the transfer's, set by the transport before it runs */
+    const struct pager *p;
+    long status; /* known once the first body bytes arrive */
+    struct cma_buf *error_body;
+    enum cma_errc rc;
+    struct cma_err *reterr;
+};
+
+static size_t page_write(char *data, size_t size, size_t nmemb, void *ctx)
+{
+    struct page_sink *ps = ctx;
+    size_t len = size * nmemb;
+    if (ps->status == 0)
+        curl_easy_getinfo(ps->h, CURLINFO_RESPONSE_CODE, &ps->status);
+    if (!is_success(ps->status)) {
+        size_t room = ps->error_body->max - ps->error_body->len;
+        if (room && cma_buf_append(ps->error_body, data, len < room ? len : room) != CMA_OK)
+            return 0;
+        return len; /* the Status is at the start: the rest of a long body is dropped */
+    }
+    ps->rc = ps->p->feed(ps->p->ctx, data, len, ps->reterr);
+    return ps->rc == CMA_OK ? len : 0;
+}
+
+/* GET path with each 2xx byte handed to p->feed as it arrives; *body (initialised here, caller
+ * cma_buf_done()s) gets the body of any other status. Returns as kube_get does, or feed's error. */
+static enum cma_errc kube_get_streamed(struct cma_kube *k, const char *path,
+                                       struct curl_slist *accept, const struct pager *p,
+                                       struct cma_buf *body, long *ret_status,
+                                       struct cma_err *reterr)
+{
+    cma_buf_init(body, LIST_ERROR_BODY_MAX);
+    struct names n;
+    if (names_of(k, "GET", path, &n, reterr) != CMA_OK)
+        return CMA_ERR_NOMEM;
+    struct page_sink ps = {.p = p, .error_body = body, .rc = CMA_OK, .reterr = reterr};
+    struct cma_http_request req = {
+        .method = "GET",
+        .url = cma_buf_str(&n.url),
+        .public_url = cma_buf_str(&n.pub),
+        .what = cma_buf_str(&n.what),
+        .where = k->server_public,
+        .headers = accept,
+        .timeout_ms = k->timeout_ms,
+        .write = page_write,
+        .write_ctx = &ps,
+        .handle = &ps.h,
+    };
+    struct cma_http_result res;
+    struct cma_err perr;
+    cma_err_clear(&perr);
+    enum cma_errc rc = cma_transport_perform(&k->tr, &req, &res, &perr);
+    names_done(&n);
+    *ret_status = res.status;
+    if (ps.rc != CMA_OK)
+        return ps.rc; /* feed's error, already in *reterr */
+    if (rc != CMA_OK)
+        cma_err_copy(reterr, &perr);
+    return rc;
+}
+
+/* GET path: the page whole in *body, or streamed to p->feed (see struct pager). */
+static enum cma_errc list_get(struct cma_kube *k, const char *path, const struct list_query *q,
+                              const struct pager *p, struct cma_buf *body, long *ret_status,
+                              struct cma_err *reterr)
+{
+    if (p->feed)
+        return kube_get_streamed(k, path, q->accept, p, body, ret_status, reterr);
+    return kube_get(k, path, q->accept, body, ret_status, reterr);
+}
+
+/* A 2xx page's items, the page whole or at the end of its stream; *cont: its continue token. */
+static enum cma_errc page_take(const struct pager *p, const struct cma_buf *body, char **cont,
+                               struct cma_err *reterr)
+{
+    if (p->feed)
+        return p->end(p->ctx, true, cont, reterr);
+    return p->page(p->ctx, body, cont, reterr);
+}
+
+/* A page that did not end well: a streaming pager drops what it began. */
+static void page_drop(const struct pager *p)
+{
+    if (p->feed)
+        p->end(p->ctx, false, NULL, NULL);
+}
 
 /* One page: GET with *cont (replaced by the next token, NULL at the end); *more tells whether
  * another page follows (the next one, or the first again after an expired token). */
@@ -523,7 +618,7 @@ static enum cma_errc list_one(struct cma_kube *k, const struct list_query *q, co
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     }
     long status = 0;
-    enum cma_errc rc = kube_get(k, cma_buf_str(&path), q->accept, &body, &status, reterr);
+    enum cma_errc rc = list_get(k, cma_buf_str(&path), q, p, &body, &status, reterr);
     bool expired = rc == CMA_OK && status == 410 && *cont && p->restart && !*restarted;
     free(*cont);
     *cont = NULL;
@@ -534,8 +629,10 @@ static enum cma_errc list_one(struct cma_kube *k, const struct list_query *q, co
         *ret_status = status;
         rc = status_error(status, cma_buf_str(&path), &body, reterr);
     } else if (rc == CMA_OK) {
-        rc = p->page(p->ctx, &body, cont, reterr);
+        rc = page_take(p, &body, cont, reterr);
     }
+    if (rc != CMA_OK || expired)
+        page_drop(p);
     *more = rc == CMA_OK && (expired || *cont);
     cma_buf_done(&body);
     cma_buf_done(&path);
@@ -669,27 +766,36 @@ enum cma_errc cma_kube_request(struct cma_kube *k, const char *method, const cha
 struct pages_acc {
     cma_kube_page_fn fn;
     void *ctx;
-    char *rv; /* the first page's resourceVersion: the list's */
+    struct cma_kube_page_parser *parser; /* the page being read */
+    char *rv;                            /* the first page's resourceVersion: the list's */
 };
 
-/* One page's objects go to the caller's fn at once; nothing is kept across pages. */
-static enum cma_errc pages_page(void *ctx, const struct cma_buf *body, char **ret_continue,
-                                struct cma_err *reterr)
+/* A page's bytes go to its parser (made at its first bytes), each object to the caller's fn as
+ * soon as it is read: neither the page nor its objects are kept. */
+static enum cma_errc pages_feed(void *ctx, const char *data, size_t len, struct cma_err *reterr)
 {
     struct pages_acc *a = ctx;
-    struct cma_kube_object *objs = NULL;
-    size_t n = 0, cap = 0;
-    char *rv = NULL;
-    enum cma_errc rc =
-        cma_kube_parse_list_page(body->ptr, body->len, &objs, &n, &cap, &rv, ret_continue, reterr);
-    if (rc == CMA_OK && n)
-        rc = a->fn(a->ctx, objs, n, reterr);
-    cma_kube_objects_free(objs, n);
-    if (rc == CMA_OK && !a->rv) {
-        a->rv = rv;
-        rv = NULL;
+    if (!a->parser && cma_kube_page_parser_new(a->fn, a->ctx, &a->parser) != CMA_OK)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    return cma_kube_page_parser_feed(a->parser, data, len, reterr);
+}
+
+static enum cma_errc pages_end(void *ctx, bool ok, char **ret_continue, struct cma_err *reterr)
+{
+    struct pages_acc *a = ctx;
+    enum cma_errc rc = CMA_OK;
+    if (ok) {
+        char *rv = NULL;
+        if (!a->parser) /* a 2xx answer without a body */
+            rc = cma_err_set(reterr, CMA_ERR_KUBE_ERROR,
+                             "unexpected JSON from the Kubernetes API: an empty answer");
+        else
+            rc = cma_kube_page_parser_finish(a->parser, a->rv ? NULL : &rv, ret_continue, reterr);
+        if (rc == CMA_OK && !a->rv)
+            a->rv = rv;
     }
-    free(rv);
+    cma_kube_page_parser_free(a->parser);
+    a->parser = NULL;
     return rc;
 }
 
@@ -700,7 +806,7 @@ enum cma_errc cma_kube_list_pages(struct cma_kube *k, const char *group, const c
     *ret_rv = NULL;
     struct list_query q = {group, version, resource, NULL, NULL, NULL, k->accept_json};
     struct pages_acc acc = {.fn = fn, .ctx = ctx};
-    struct pager p = {.page = pages_page, .ctx = &acc};
+    struct pager p = {.feed = pages_feed, .end = pages_end, .ctx = &acc};
     enum cma_errc rc = list_paged(k, &q, &p, ret_status, reterr);
     if (rc == CMA_OK && !acc.rv && !(acc.rv = cma_strdup("")))
         rc = cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
