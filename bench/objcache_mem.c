@@ -96,7 +96,26 @@ static int measure(json_t *pod, size_t n)
     return 0;
 }
 
-/* The real LIST+WATCH thread against a kube-apiserver; heap held once synced. */
+/* kB of a /proc/self/status field (VmRSS, RssAnon, VmHWM); 0 when missing. */
+static long status_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = 0;
+    size_t fl = strlen(field);
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, field, fl) == 0 && line[fl] == ':')
+            v = strtol(line + fl + 1, NULL, 10);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* The real LIST+WATCH thread against a kube-apiserver: heap and resident memory held once synced,
+ * as one line of key=value pairs (bench/objcache_mem.sh reads it). heap_used is malloc's bytes in
+ * use (mallinfo2 uordblks, its per-allocation overhead in), heap_free what malloc holds freed
+ * (fordblks: resident only where not trimmed), rss/anon/hwm the process's VmRSS, RssAnon and
+ * VmHWM in kB; *_0 the same before the cache started. */
 static int measure_live(const char *kubeconfig)
 {
     struct cma_kube *k = NULL;
@@ -107,6 +126,7 @@ static int measure_live(const char *kubeconfig)
     }
     struct cma_objcache *c = NULL;
     struct mallinfo2 before = mallinfo2();
+    long rss0 = status_kb("VmRSS"), anon0 = status_kb("RssAnon"), hwm0 = status_kb("VmHWM");
     if (cma_objcache_new(k, "", "v1", "pods", &c, &err) != CMA_OK ||
         cma_objcache_start(c, &err) != CMA_OK) {
         fprintf(stderr, "objcache_mem: %s\n", err.msg);
@@ -119,10 +139,10 @@ static int measure_live(const char *kubeconfig)
     usleep(500000);
     struct mallinfo2 after = mallinfo2();
     size_t n = cma_objcache_count(c);
-    size_t heap = after.uordblks - before.uordblks;
-    printf("live: %zu pods synced: heap held %zu bytes (%.1f/pod), cache %zu bytes (%.1f/pod)\n", n,
-           heap, n ? (double)heap / (double)n : 0.0, cma_objcache_bytes(c),
-           n ? (double)cma_objcache_bytes(c) / (double)n : 0.0);
+    printf("live pods=%zu heap_used=%zu heap_free=%zu cache_bytes=%zu rss0=%ld anon0=%ld hwm0=%ld "
+           "rss=%ld anon=%ld hwm=%ld\n",
+           n, after.uordblks - before.uordblks, after.fordblks, cma_objcache_bytes(c), rss0, anon0,
+           hwm0, status_kb("VmRSS"), status_kb("RssAnon"), status_kb("VmHWM"));
     cma_objcache_free(c);
     cma_kube_free(k);
     return n ? 0 : 1;

@@ -53,10 +53,12 @@ ConfigMap kube-system/extension-apiserver-authentication, to rotate CAs), GET
 /__fake/tokens?accept=t1,t2 (replace the accepted bearer tokens, to rotate the adapter's own
 credential; like every request it must carry an accepted token).
 
-EXTRA_PODS_JSON (--extra-pods): a JSON array of {namespace, name, labels, phase, nodeName}. An entry
-naming a recorded pod (ml/bert-0 ...) changes that pod's labels/phase/nodeName in place; any other entry
-becomes a clone of the recorded bert-0 (the Running object, or the recorded Pending one for
-phase Pending).
+EXTRA_PODS_JSON (--extra-pods): a JSON array of {namespace, name, labels, phase, nodeName} and
+optionally generateName, annotations, ownerReferences (copied into metadata as given) and
+"shape": "small". An entry naming a recorded pod (ml/bert-0 ...) changes that pod's labels/phase/nodeName
+in place; any other entry becomes a clone of the recorded bert-0 (the Running object, or the recorded
+Pending one for phase Pending); with "shape": "small" the clone is cut down (SYNTHESISED) to metadata
+name/namespace/uid/resourceVersion/creationTimestamp/labels, spec.nodeName and status.phase.
 
 Test control (stands in for `kubectl apply -f crd.yaml`; no such endpoint exists in kube-apiserver):
 GET /__fake/add-api-resource?group=G&version=V&resource=R&kind=K&namespaced=true adds an API group
@@ -495,9 +497,22 @@ class Cluster:
             by_key[(namespace, name)] = pod
         if "labels" in spec:
             pod["metadata"]["labels"] = labels
+        for key in ("generateName", "annotations", "ownerReferences"):
+            if key in spec:
+                pod["metadata"][key] = spec[key]
         pod["status"]["phase"] = phase
         if spec.get("nodeName"):
             pod["spec"]["nodeName"] = spec["nodeName"]
+        if spec.get("shape") == "small" and existing is None:
+            # SYNTHESISED: the clone cut down to what the adapter reads (no spec, no managedFields,
+            # status.phase only), for the benchmark that compares small objects with real ones.
+            meta = pod["metadata"]
+            small = {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",
+                                                       "creationTimestamp", "labels") if k in meta},
+                     "spec": {"nodeName": pod["spec"].get("nodeName", "")},
+                     "status": {"phase": phase}}
+            self.pods[-1] = small  # the clone appended above
+            by_key[(namespace, name)] = small
 
     def _synthesise_nodes(self):
         # SYNTHESISED: no Node object was recorded. These are minimal Node objects (kind, apiVersion,
