@@ -108,8 +108,9 @@ struct pq_lexer {
     const char *src;
     size_t len;
     size_t pos;
-    int brace_depth;   /* 0 or 1 */
-    int bracket_depth; /* 0 or 1 */
+    int brace_depth;     /* 0 or 1 */
+    int bracket_depth;   /* 0 or 1 */
+    bool after_lbracket; /* the last token was '[': a duration must follow, no comment */
 };
 
 /* Reads the next token. On a lexical error returns CMA_ERR_RULE with the error (position set

@@ -353,13 +353,15 @@ enum cma_errc cma_pq_unquote(struct cma_arena *a, const char *s, size_t len, con
     return CMA_OK;
 }
 
+/* Right after '[' Prometheus' lexer reads a duration at once (after spaces): a comment there
+ * is refused as 2.42 does ("x[ # c\n5m]"), comments elsewhere are skipped. */
 static void skip_space_and_comments(struct pq_lexer *lx)
 {
     while (lx->pos < lx->len) {
         char c = lx->src[lx->pos];
         if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
             lx->pos++;
-        } else if (c == '#') {
+        } else if (c == '#' && !lx->after_lbracket) {
             while (lx->pos < lx->len && lx->src[lx->pos] != '\n')
                 lx->pos++;
         } else {
@@ -404,6 +406,7 @@ static void track_context(struct pq_lexer *lx, enum pq_tok type)
         lx->bracket_depth = 1;
     else if (type == PQ_RBRACKET)
         lx->bracket_depth = 0;
+    lx->after_lbracket = type == PQ_LBRACKET;
 }
 
 static enum cma_errc lex_token(struct pq_lexer *lx, struct pq_token *t, bool after_bracket,
@@ -412,6 +415,9 @@ static enum cma_errc lex_token(struct pq_lexer *lx, struct pq_token *t, bool aft
     int c = peek_at(lx, lx->pos);
     if (c < 0)
         return CMA_OK; /* PQ_EOF */
+    if (after_bracket && !is_digit(c) && c != '.')
+        return cma_pq_error_at(reterr, CMA_ERR_RULE, lx->src, lx->pos,
+                               "missing unit character in duration");
     if (c == '"' || c == '\'' || c == '`')
         return lex_string(lx, t, reterr);
     if (is_digit(c) || (c == '.' && is_digit(peek_at(lx, lx->pos + 1))))
@@ -429,7 +435,7 @@ static enum cma_errc lex_token(struct pq_lexer *lx, struct pq_token *t, bool aft
 
 enum cma_errc cma_pq_lex_next(struct pq_lexer *lx, struct pq_token *ret, struct cma_err *reterr)
 {
-    bool after_bracket = lx->pos > 0 && lx->src[lx->pos - 1] == '[' && lx->bracket_depth;
+    bool after_bracket = lx->after_lbracket;
     skip_space_and_comments(lx);
     struct pq_token t = {.type = PQ_EOF, .pos = lx->pos};
     enum cma_errc rc = lex_token(lx, &t, after_bracket, reterr);

@@ -399,7 +399,15 @@ static enum cma_errc print_matching(struct cma_buf *out, const struct pq_node *n
 
 static enum cma_errc print_binary(struct cma_buf *out, const struct pq_node *n)
 {
-    enum cma_errc rc = print_node(out, n->u.bin.lhs);
+    const struct pq_node *lhs = n->u.bin.lhs;
+    enum cma_errc rc;
+    /* "+Inf ^ x" would read back as +(Inf ^ x): the one place +Inf is printed "Inf" (Prometheus
+     * prints "+Inf ^ x", which it then reads as "++Inf ^ x") */
+    if (n->u.bin.op == PQ_POW && lhs->kind == PQ_N_NUMBER && isinf(lhs->u.number) &&
+        lhs->u.number > 0)
+        rc = cma_buf_appends(out, "Inf");
+    else
+        rc = print_node(out, lhs);
     if (rc == CMA_OK)
         rc = cma_buf_appendc(out, ' ');
     if (rc == CMA_OK)

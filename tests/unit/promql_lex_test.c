@@ -105,6 +105,12 @@ static void test_lex__bracket_context(void **state)
     assert_string_equal(kinds("x[1h:5m]"), "iododo");
     assert_string_equal(kinds("x[1h:]"), "iodoo");
     assert_lex_error("x[5]", 1, 3, "missing unit character in duration");
+    assert_lex_error("x[ 5]", 1, 4, "missing unit character in duration");
+    /* right after '[' a duration must follow: no comment (as Prometheus 2.42) */
+    assert_lex_error("x[ # c\n5m]", 1, 4, "missing unit character in duration");
+    assert_lex_error("x[]", 1, 3, "missing unit character in duration");
+    assert_string_equal(kinds("x[5m # c\n]"), "iodo");
+    assert_string_equal(kinds("x[5m:1m # c\n]"), "iododo");
     assert_lex_error("x[5q]", 1, 3, "bad number or duration syntax: \"5q\"");
     assert_lex_error("1_000", 1, 1, "bad number or duration syntax");
 }

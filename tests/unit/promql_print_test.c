@@ -123,6 +123,11 @@ static void test_print__numbers(void **state)
     assert_canonical("inf", "+Inf");
     assert_canonical("-Inf", "-Inf");
     assert_canonical("nan", "NaN");
+    /* +Inf on the left of ^ prints as "Inf": "+Inf ^ x" would read back as +(Inf ^ x) */
+    assert_canonical("Inf ^ x", "Inf ^ x");
+    assert_canonical("-Inf ^ x", "-Inf ^ x");
+    assert_canonical("x ^ Inf", "x ^ +Inf");
+    assert_canonical("(Inf) ^ x", "(+Inf) ^ x");
     assert_canonical("-0", "-0");
 }
 
