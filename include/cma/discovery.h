@@ -50,12 +50,26 @@ struct cma_discovery_status {
 
 struct cma_discovery;
 
+/* A backend whose series have never been listed (cma_discovery_backend_pending). */
+struct cma_discovery_pending {
+    char name[256];        /* cma_backend_name() */
+    int64_t since_wall_ms; /* when discovery began trying it */
+    char last_error[512];  /* its last listing's error; "" while the first one runs */
+};
+
 /* Starts the thread (the first relist begins at once). Caller owns: cma_discovery_stop(). */
 enum cma_errc cma_discovery_start(const struct cma_discovery_config *cfg,
                                   struct cma_discovery **ret, struct cma_err *reterr);
 /* Wakes the thread, waits for it to finish its current step and frees everything. */
 void cma_discovery_stop(struct cma_discovery *d);
 void cma_discovery_get_status(struct cma_discovery *d, struct cma_discovery_status *ret);
+/* Has backend `index` (of cma_discovery_config.backends; 0 without a table) never listed its
+ * series? True (and *ret filled) from start-up until its first successful listing, unless the
+ * catalog serving when the thread started (from --catalog-cache-file) held entries of its rules:
+ * its metrics are then unknown rather than absent (the API answers 503, not 404). False for a
+ * NULL d or an index out of range. Thread-safe. */
+bool cma_discovery_backend_pending(struct cma_discovery *d, size_t index,
+                                   struct cma_discovery_pending *ret);
 /* Asks the thread to re-read kube API discovery now (and relist against it), e.g. when a request
  * names a resource the RESTMapper does not know: a CRD installed after start-up. Thread-safe and
  * cheap; accepted at most once a minute (returns false, doing nothing, otherwise or when d is
@@ -88,6 +102,9 @@ struct cma_relist_backends {
     const struct cma_backend *table; /* by rule->backend.index */
     size_t n;
     struct cma_catalog *previous;
+    /* NULL, or n errors the call fills: each backend's own listing outcome (CMA_OK when it
+     * listed, or has no rules), also when the call fails */
+    struct cma_err *outcomes;
 };
 enum cma_errc cma_discovery_relist_backends(const struct cma_relist_backends *backends,
                                             const struct cma_ruleset *rules,

@@ -494,7 +494,11 @@ void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct c
         entry = cma_catalog_lookup(cat, cr.resource, namespaced, cr.metric);
     }
     explain_lookup(app, cat, &cr, route, entry, namespaced);
-    if (!entry)
+    struct cma_discovery_pending pending;
+    if (!entry && cma_api_pending_backend(app, cat, false, &pending))
+        rc = cma_api_pending_error(&pending, route->metric, cr.resource ? cr.gr : route->resource,
+                                   &err);
+    else if (!entry)
         rc = cma_err_set(&err, CMA_ERR_NOT_FOUND, "the server could not find the metric %s for %s",
                          route->metric, cr.resource ? cr.gr : route->resource);
     if (rc == CMA_OK && strcmp(cr.name, "*") == 0)

@@ -313,14 +313,21 @@ void cma_api_external(struct cma_app *app, struct cma_catalog *cat, const struct
         cma_explain_entry(app->explain, cat, entry);
     else
         cma_explain_why_missing(app->explain, app, cat, NULL, false, route->metric);
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_discovery_pending pending;
+    if (!entry && cma_api_pending_backend(app, cat, true, &pending)) {
+        char where[300];
+        snprintf(where, sizeof(where), "namespace %s", ns);
+        cma_api_fail(resp, req, cma_api_pending_error(&pending, route->metric, where, &err), &err);
+        return;
+    }
     if (!entry) {
         cma_api_reply_errorf(resp, CMA_ERR_NOT_FOUND,
                              "the server could not find the metric %s for namespace %s",
                              route->metric, ns);
         return;
     }
-    struct cma_err err;
-    cma_err_clear(&err);
     struct cma_selector *selector = NULL;
     const char *text = cma_request_query(req, "labelSelector");
     if (!text)

@@ -4,6 +4,7 @@
 #ifndef CMA_API_INTERNAL_H
 #define CMA_API_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,6 +74,17 @@ enum cma_errc cma_api_query(struct cma_app *app, const struct cma_rule_backend *
                             struct cma_explain *ex, const char *what, const char *promql,
                             int64_t time_ms, const struct cma_keep *keep,
                             struct cma_prom_result **ret, struct cma_err *err);
+/* A backend that may hold a metric the catalog lacks: one with rules of that kind (external or
+ * custom; the catalog's ruleset, else the app's) whose series discovery has never listed
+ * (cma_discovery_backend_pending). Fills *ret and returns true; false without discovery. */
+struct cma_discovery_pending;
+bool cma_api_pending_backend(const struct cma_app *app, const struct cma_catalog *cat,
+                             bool external, struct cma_discovery_pending *ret);
+/* BACKEND_UNAVAILABLE (503) naming the backend, since when discovery tries it and its last error,
+ * for `metric` of `where` ("pods", "namespace ml"): the answer instead of a 404 while the metric
+ * may be the pending backend's. Also explain's words. Returns the code. */
+enum cma_errc cma_api_pending_error(const struct cma_discovery_pending *p, const char *metric,
+                                    const char *where, struct cma_err *err);
 /* Zeroed memory for n elements of size bytes in the arena; NULL with err set. */
 void *cma_api_array(struct cma_arena *arena, size_t n, size_t size, struct cma_err *err);
 

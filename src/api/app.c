@@ -20,6 +20,7 @@
 #include "cma/backend_metrics.h"
 #include "cma/buf.h"
 #include "cma/catalog.h"
+#include "cma/clock.h"
 #include "cma/discovery.h"
 #include "cma/encode.h"
 #include "cma/log.h"
@@ -209,6 +210,36 @@ enum cma_errc cma_api_query(struct cma_app *app, const struct cma_rule_backend *
                        own && rb->name ? "backend " : "prometheus",
                        own && rb->name ? rb->name : "");
     return rc;
+}
+
+bool cma_api_pending_backend(const struct cma_app *app, const struct cma_catalog *cat,
+                             bool external, struct cma_discovery_pending *ret)
+{
+    const struct cma_ruleset *rs =
+        cat && cma_catalog_rules(cat) ? cma_catalog_rules(cat) : app->rules;
+    if (!rs || !app->discovery)
+        return false;
+    const struct cma_rule *rules = external ? rs->external_rules : rs->rules;
+    size_t n = external ? rs->n_external_rules : rs->n_rules;
+    for (size_t i = 0; i < n; i++) {
+        if (!rules[i].series_query[0]) /* lists nothing */
+            continue;
+        if (cma_discovery_backend_pending(app->discovery, rules[i].backend.index, ret))
+            return true;
+    }
+    return false;
+}
+
+enum cma_errc cma_api_pending_error(const struct cma_discovery_pending *p, const char *metric,
+                                    const char *where, struct cma_err *err)
+{
+    char since[21];
+    cma_clock_format_rfc3339(p->since_wall_ms, since);
+    return cma_err_set(err, CMA_ERR_BACKEND_UNAVAILABLE,
+                       "backend %s has not listed its series yet (trying since %s), so the metric "
+                       "%s for %s may be one of its: retry once it answers%s%s",
+                       p->name, since, metric, where, p->last_error[0] ? "; last error: " : "",
+                       p->last_error);
 }
 
 void *cma_api_array(struct cma_arena *arena, size_t n, size_t size, struct cma_err *err)

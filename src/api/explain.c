@@ -477,6 +477,16 @@ void cma_explain_why_missing(struct cma_explain *ex, const struct cma_app *app,
     size_t n = resource ? rs->n_rules : rs->n_external_rules;
     struct why_total total = {0, 0};
     cma_explain_addf(ex, CMA_EX_RULE, "none: no catalog entry serves %s (see why)", metric);
+    struct cma_discovery_pending pending;
+    if (cma_api_pending_backend(app, cat, !resource, &pending)) {
+        char gr[200] = "external metrics";
+        if (resource)
+            cma_restmapper_group_resource(resource, gr, sizeof gr);
+        struct cma_err err;
+        cma_err_clear(&err);
+        cma_api_pending_error(&pending, metric, gr, &err);
+        cma_explain_addf(ex, CMA_EX_WHY, "%s", err.msg);
+    }
     for (size_t i = 0; i < n; i++)
         if (rules[i].series_query[0]) /* an empty one lists nothing (warned at load) */
             why_rule(ex, app, cat, &rules[i], resource, metric, &total);
@@ -659,7 +669,7 @@ enum cma_errc cma_explain_prepare(const struct cma_backend *backends, size_t n_b
         return rc;
     }
     struct cma_catalog *c = NULL;
-    struct cma_relist_backends bk = {backends, n_backends, NULL};
+    struct cma_relist_backends bk = {backends, n_backends, NULL, NULL};
     rc = cma_discovery_relist_backends(&bk, rules, mapper, cma_clock_wall_ms(), max_age_ms, &c,
                                        NULL, reterr);
     cma_restmapper_unref(mapper); /* the catalog holds its own reference */

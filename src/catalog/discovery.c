@@ -580,6 +580,8 @@ enum cma_errc cma_discovery_relist_backends(const struct cma_relist_backends *bk
     }
     struct relist_tally tally = {0};
     list_parts(bk, rules, mapper, now_wall_ms, max_age_ms, parts, errs, &tally);
+    for (size_t b = 0; bk->outcomes && b < bk->n; b++)
+        bk->outcomes[b] = errs[b];
     size_t n_listed = 0;
     for (size_t b = 0; b < bk->n; b++)
         n_listed += parts[b] != NULL;
@@ -610,6 +612,12 @@ enum cma_errc cma_discovery_relist_backends(const struct cma_relist_backends *bk
 
 /* ---- the thread ---- */
 
+/* What the thread knows of one backend's listings (cma_discovery_backend_pending). */
+struct backend_state {
+    bool known;           /* listed once, or had entries in the catalog serving at start */
+    char last_error[512]; /* its last listing's error; "" when none */
+};
+
 /* On-demand RESTMapper refreshes (unknown resource in a request) are at most this frequent. */
 #define REFRESH_MIN_GAP_MS 60000
 
@@ -624,6 +632,9 @@ struct cma_discovery {
     bool new_rules;                     /* set by a reload, guarded by mu */
     int64_t last_refresh_req_ms;        /* monotonic; 0 = never; guarded by mu */
     struct cma_discovery_status status; /* guarded by mu */
+    struct backend_state *backends;     /* [n_backends]: each one's listing; guarded by mu */
+    size_t n_backends;
+    int64_t started_wall_ms;
     struct cma_metric *m_relists, *m_duration, *m_last_success, *m_series; /* NULL: unmeasured */
 };
 
@@ -704,7 +715,8 @@ static const struct cma_backend_ops COUNTING_OPS = {counting_query, counting_ser
 static enum cma_errc relist_counted(struct cma_discovery *d, const struct cma_ruleset *rules,
                                     struct cma_restmapper *mapper, int64_t wall, int64_t max_age,
                                     struct cma_catalog **ret, uint64_t *n_series,
-                                    struct cma_err *partial, struct cma_err *err)
+                                    struct cma_err *outcomes, struct cma_err *partial,
+                                    struct cma_err *err)
 {
     size_t n = d->cfg.backends ? d->cfg.n_backends : 1;
     const struct cma_backend *inner = d->cfg.backends ? d->cfg.backends : &d->cfg.backend;
@@ -723,8 +735,9 @@ static enum cma_errc relist_counted(struct cma_discovery *d, const struct cma_ru
     }
     if (rc == CMA_OK && !d->cfg.backends) {
         rc = cma_discovery_relist(&table[0], rules, mapper, wall, max_age, ret, err);
+        outcomes[0] = *err;
     } else if (rc == CMA_OK) {
-        struct cma_relist_backends bk = {table, n, cma_catalog_store_get(d->cfg.store)};
+        struct cma_relist_backends bk = {table, n, cma_catalog_store_get(d->cfg.store), outcomes};
         rc = cma_discovery_relist_backends(&bk, rules, mapper, wall, max_age, ret, partial, err);
         cma_catalog_unref(bk.previous);
     }
@@ -733,6 +746,66 @@ static enum cma_errc relist_counted(struct cma_discovery *d, const struct cma_ru
     free(counted);
     free(table);
     return rc;
+}
+
+/* Each backend's outcome of a relist (NULL: none known, out of memory); mutex held. A backend
+ * without rules lists nothing and reports CMA_OK: it is never asked about. */
+static void record_backends(struct cma_discovery *d, const struct cma_err *outcomes)
+{
+    for (size_t b = 0; outcomes && b < d->n_backends; b++) {
+        struct backend_state *s = &d->backends[b];
+        if (outcomes[b].code == CMA_OK) {
+            s->known = true;
+            s->last_error[0] = '\0';
+        } else {
+            snprintf(s->last_error, sizeof(s->last_error), "%s", outcomes[b].msg);
+        }
+    }
+}
+
+/* Does c hold an entry (custom or external) of a rule on backend b? */
+static bool has_entries_of(const struct cma_catalog *c, size_t b)
+{
+    for (size_t i = 0; c && i < cma_catalog_count(c); i++)
+        if (cma_catalog_entry_at(c, i)->rule->backend.index == b)
+            return true;
+    for (size_t i = 0; c && i < cma_catalog_count_external(c); i++)
+        if (cma_catalog_external_at(c, i)->rule->backend.index == b)
+            return true;
+    return false;
+}
+
+/* The backends' states at start: a backend with entries in the catalog serving now (loaded from
+ * --catalog-cache-file) is known; the others are pending until they list. */
+static enum cma_errc init_backends(struct cma_discovery *d)
+{
+    d->n_backends = d->cfg.backends ? d->cfg.n_backends : 1;
+    d->backends = calloc(d->n_backends ? d->n_backends : 1, sizeof(*d->backends));
+    if (!d->backends)
+        return CMA_ERR_NOMEM;
+    struct cma_catalog *serving = d->cfg.store ? cma_catalog_store_get(d->cfg.store) : NULL;
+    for (size_t b = 0; b < d->n_backends; b++)
+        d->backends[b].known = has_entries_of(serving, b);
+    cma_catalog_unref(serving);
+    d->started_wall_ms = cma_clock_wall_ms();
+    return CMA_OK;
+}
+
+bool cma_discovery_backend_pending(struct cma_discovery *d, size_t index,
+                                   struct cma_discovery_pending *ret)
+{
+    if (!d)
+        return false;
+    pthread_mutex_lock(&d->mu);
+    bool pending = index < d->n_backends && !d->backends[index].known;
+    if (pending) {
+        const struct cma_backend *b = d->cfg.backends ? &d->cfg.backends[index] : &d->cfg.backend;
+        snprintf(ret->name, sizeof(ret->name), "%s", cma_backend_name(b));
+        ret->since_wall_ms = d->started_wall_ms;
+        snprintf(ret->last_error, sizeof(ret->last_error), "%s", d->backends[index].last_error);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return pending;
 }
 
 /* Sleeps up to ms or until stop, a refresh request or new rules; returns true when stopping. */
@@ -804,11 +877,16 @@ static void *discovery_main(void *arg)
         uint64_t n_series = 0;
         struct cma_err partial;
         cma_err_clear(&partial);
-        enum cma_errc rc =
-            relist_counted(d, rules, mapper, wall, max_age, &c, &n_series, &partial, &err);
+        struct cma_err *outcomes = calloc(d->n_backends, sizeof(*outcomes));
+        for (size_t b = 0; outcomes && b < d->n_backends; b++) /* until the relist says */
+            cma_err_set(&outcomes[b], CMA_ERR_NOMEM, "out of memory before the listing");
+        enum cma_errc rc = outcomes ? relist_counted(d, rules, mapper, wall, max_age, &c, &n_series,
+                                                     outcomes, &partial, &err)
+                                    : cma_err_set(&err, CMA_ERR_NOMEM, "out of memory");
         cma_ruleset_unref(rules); /* a new snapshot holds its own reference */
         record_relist(d, rc, wall, cma_clock_mono_ms() - t0, n_series);
         pthread_mutex_lock(&d->mu);
+        record_backends(d, outcomes);
         d->status.n_relists++;
         d->status.last_attempt_wall_ms = wall;
         if (rc == CMA_OK) {
@@ -822,6 +900,7 @@ static void *discovery_main(void *arg)
         }
         bool had = d->status.have_catalog;
         pthread_mutex_unlock(&d->mu);
+        free(outcomes);
         if (rc == CMA_OK) {
             cma_catalog_store_publish(d->cfg.store, c);
         } else {
@@ -851,6 +930,10 @@ enum cma_errc cma_discovery_start(const struct cma_discovery_config *cfg,
     if (!d)
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     d->cfg = *cfg;
+    if (init_backends(d) != CMA_OK) {
+        free(d);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
     d->rules = cma_ruleset_ref(cfg->rules);
     d->cfg.rules = NULL; /* d->rules, under the mutex, from now on */
     register_metrics(d, cfg->metrics);
@@ -864,6 +947,7 @@ enum cma_errc cma_discovery_start(const struct cma_discovery_config *cfg,
         pthread_mutex_destroy(&d->mu);
         pthread_cond_destroy(&d->cv);
         cma_ruleset_unref(d->rules);
+        free(d->backends);
         free(d);
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot start the discovery thread");
     }
@@ -883,6 +967,7 @@ void cma_discovery_stop(struct cma_discovery *d)
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
     cma_ruleset_unref(d->rules);
+    free(d->backends);
     free(d);
 }
 

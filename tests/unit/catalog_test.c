@@ -555,7 +555,7 @@ static struct cma_ruleset *compile_bound(const char *text, struct backends3 *b)
 static struct cma_catalog *relist3(struct backends3 *b, const struct cma_ruleset *rs,
                                    struct cma_restmapper *mapper, struct cma_catalog *previous)
 {
-    struct cma_relist_backends bk = {b->table, 3, previous};
+    struct cma_relist_backends bk = {b->table, 3, previous, NULL};
     struct cma_catalog *c = NULL;
     struct cma_err err, partial;
     cma_err_clear(&err);
@@ -615,6 +615,44 @@ static void test_cma_discovery_relist_backends__first_backend_with_entries_wins(
     cma_catalog_unref(c2);
     cma_catalog_unref(c3);
     cma_catalog_unref(c4);
+    cma_restmapper_unref(m);
+    cma_ruleset_free(rs);
+}
+
+/* Each backend's own listing outcome comes back (what discovery keeps per backend to tell a
+ * backend that never listed from a metric that does not exist): CMA_OK for one that listed and
+ * for one without rules, its own error for one that failed, also when every backend failed. */
+static void test_cma_discovery_relist_backends__outcomes_per_backend(void **state)
+{
+    (void)state;
+    struct backends3 b;
+    backends3_init(&b);
+    struct cma_ruleset *rs = compile_bound(TWO_BACKENDS SHARED_RULES, &b);
+    struct cma_restmapper *m = test_mapper(test_resources_default, 8);
+    struct cma_err outcomes[3], err;
+    struct cma_relist_backends bk = {b.table, 3, NULL, outcomes};
+    struct cma_catalog *c = NULL;
+    set_down(&b, 1, true);
+    cma_err_clear(&err);
+    assert_int_equal(
+        cma_discovery_relist_backends(&bk, rs, m, 1700000000000, 60000, &c, NULL, &err), CMA_OK);
+    assert_int_equal(outcomes[0].code, CMA_OK); /* no rules: nothing listed, nothing failed */
+    assert_int_equal(outcomes[1].code, CMA_ERR_BACKEND_ERROR);
+    assert_string_equal(
+        outcomes[1].msg,
+        "unable to fetch metrics for query app_load{namespace!=\"\"}: start too early");
+    assert_int_equal(outcomes[2].code, CMA_OK);
+    cma_catalog_unref(c);
+    /* every backend with rules down: the call fails, and still says which did */
+    set_down(&b, 2, true);
+    c = NULL;
+    cma_err_clear(&err);
+    assert_int_equal(
+        cma_discovery_relist_backends(&bk, rs, m, 1700000000000, 60000, &c, NULL, &err),
+        CMA_ERR_BACKEND_ERROR);
+    assert_null(c);
+    assert_int_equal(outcomes[1].code, CMA_ERR_BACKEND_ERROR);
+    assert_int_equal(outcomes[2].code, CMA_ERR_BACKEND_ERROR);
     cma_restmapper_unref(m);
     cma_ruleset_free(rs);
 }
@@ -706,6 +744,7 @@ int main(void)
         cmocka_unit_test(test_cma_catalog_attach__first_wins_and_goes_with_the_snapshot),
         cmocka_unit_test(test_cma_catalog_store__keeps_last_published),
         cmocka_unit_test(test_cma_discovery_relist_backends__first_backend_with_entries_wins),
+        cmocka_unit_test(test_cma_discovery_relist_backends__outcomes_per_backend),
         cmocka_unit_test(test_cma_discovery_relist_backends__reload_keeps_alike_entries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
