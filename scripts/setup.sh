@@ -18,9 +18,9 @@ PACKAGES=(build-essential cmake pkg-config
 # What the test command uses on top: clang with its sanitizer runtime (only a Recommends of clang),
 # the style gates (git, clang-format, clang-tidy, pmccabe), VictoriaMetrics, valgrind, buildah and
 # debootstrap for the image test, npm and unzip to fetch the pinned kubectl/helm, nginx as an
-# authenticating gateway.
+# authenticating gateway, python3-jsonschema to validate MetricRules against their CRD's schema.
 TEST_PACKAGES=(clang libclang-rt-14-dev clang-format clang-tidy pmccabe git
-  victoria-metrics valgrind buildah debootstrap unzip nginx-light)
+  victoria-metrics valgrind buildah debootstrap unzip nginx-light python3-jsonschema)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 

@@ -172,7 +172,7 @@ t_ok "51 rules are refused (maxItems 50)" grep -qF 'spec.rules: Too many: 51: mu
 t_ok "a 254-character name.as is refused (maxLength 253)" \
   grep -qF 'spec.externalRules[0].name.as: Too long: may not be more than 253 bytes' <<<"$out"
 # The examples in the docs
-out=$("${validate[@]}" validate "$crd" docs/*.md 2>&1)
+out=$("${validate[@]}" validate "$crd" docs/*.md --with-status 2>&1)
 n_docs=$(grep -c '^ok ' <<<"$out")
 t_eq "every MetricRule in the yaml blocks of docs/*.md validates" "" "$(grep -v '^ok ' <<<"$out")"
 t_ok "the docs hold at least 3 MetricRules ($n_docs)" test "$n_docs" -ge 3
