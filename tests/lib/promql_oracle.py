@@ -366,12 +366,16 @@ class Report:
     def __init__(self, path):
         self.f = open(path, "w", encoding="utf-8")
         self.counts = {}
+        self.failures = 0
 
     def count(self, key, n=1):
         self.counts[key] = self.counts.get(key, 0) + n
 
     def fail(self, key, src, **texts):
+        """Counts a mismatch and writes it out; keys starting with "info:" are listed only."""
         self.count(key)
+        if not key.startswith("info:"):
+            self.failures += 1
         self.f.write("== %s (%s)\n" % (key, src))
         for k, v in texts.items():
             self.f.write("  %-10s %s\n" % (k + ":", json.dumps(v, ensure_ascii=False)))
@@ -447,8 +451,15 @@ def check_enforce(prom, cli, rows, canon, label, value, rep, tag):
     qs = [rows[k]["q"] for k in idx]
     enf = run_cli(cli, ["enforce", label, value], qs)
     enf_canon = prom.fmt_many([e["text"] if e["ok"] else "" for e in enf])
+    # The expectation is built on Prometheus' canonical text of the original, which is only sound
+    # where that text reads back as itself: 2.42 prints Inf ^ x as "+Inf ^ x", which is +(Inf ^ x).
+    stable = [c == canon[k] for k, c in zip(idx, prom.fmt_many([canon[k][1] for k in idx]))]
     expected = []
-    for k in idx:
+    for k, st in zip(idx, stable):
+        if not st:
+            expected.append(None)
+            rep.count(tag + ": no expectation: 2.42's canonical text reads back otherwise")
+            continue
         try:
             expected.append(insert_matcher(canon[k][1], label, value))
         except (ScanError, IndexError) as e:
@@ -503,12 +514,7 @@ def cmd_syntax(argv):
     rep.counts["seconds"] = round(time.time() - t0, 1)
     rep.counts["http requests"] = prom.requests
     print(json.dumps(rep.counts, sort_keys=True, indent=1))
-    failed = sum(v for k, v in rep.counts.items()
-                 if k.split(":")[0] in ("print", "parse", "enforce", "enforce-odd-value", "harness")
-                 and k not in ("print: same canonical text", "enforce: as expected",
-                               "enforce: queries", "enforce-odd-value: as expected",
-                               "enforce-odd-value: queries",
-                               "print: ours equals the canonical text itself (gen)"))
+    failed = rep.failures
     return 1 if failed else 0
 
 
@@ -810,11 +816,7 @@ def cmd_data(argv):
     rep.counts["seconds"] = round(time.time() - t_start, 1)
     rep.counts["http requests"] = full.requests + only.requests
     print(json.dumps(rep.counts, sort_keys=True, indent=1))
-    ok_keys = {"data: queries", "data: same as over team-a alone", "data: non-empty and same",
-               "data: filter check ok", "data: range queries",
-               "data: range query same as over team-a alone"}
-    failed = sum(v for k, v in rep.counts.items()
-                 if k.startswith("data:") and k not in ok_keys and not k.startswith("data: queries."))
+    failed = rep.failures
     return 1 if failed else 0
 
 
