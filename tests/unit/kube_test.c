@@ -1,9 +1,9 @@
 /* kube_test.c: the kube-apiserver client's settings (kubeconfig / in-cluster, base64, server
- * checks, tls-server-name's route and Host) and cma_kube_list_objects against the shared fake HTTP
- * server (fakehttp.h: canned answers in order, request targets recorded), which stands in for
- * kube-apiserver with real recorded bodies (../shared/fixtures/kube-apiserver). The decoders of its
- * answers are tested in kube_decode_test.c; the other requests (discovery, names, watch) in
- * prom_client_test.c. */
+ * checks, tls-server-name's route and Host), cma_kube_list_objects and the watch caches' streamed
+ * cma_kube_list_pages against the shared fake HTTP server (fakehttp.h: canned answers in order,
+ * request targets recorded), which stands in for kube-apiserver with real recorded bodies
+ * (../shared/fixtures/kube-apiserver). The decoders of its answers are tested in
+ * kube_decode_test.c; the other requests (discovery, names, watch) in prom_client_test.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -385,6 +385,122 @@ static void test_cma_kube_list_objects__empty_list_and_errors(void **state)
     cma_fake_http_stop(s);
 }
 
+/* ---- LIST pages for the watch caches ------------------------------------------------------ */
+
+/* What cma_kube_list_pages handed over: each call's count and the names, copied. */
+struct pages_seen {
+    size_t calls, max_n;
+    char names[8][64];
+    size_t n;
+    bool refuse; /* answer the first object with an error */
+};
+
+static enum cma_errc on_page_objects(void *ctx, const struct cma_kube_object *objs, size_t n,
+                                     struct cma_err *reterr)
+{
+    struct pages_seen *ps = ctx;
+    ps->calls++;
+    ps->max_n = n > ps->max_n ? n : ps->max_n;
+    if (ps->refuse)
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "refused by the test");
+    for (size_t i = 0; i < n && ps->n < 8; i++)
+        snprintf(ps->names[ps->n++], sizeof(ps->names[0]), "%s", objs[i].name);
+    return CMA_OK;
+}
+
+/* The watch cache's LIST streams each page into the decoder (chunked here, 97 bytes a chunk):
+ * objects reach the callback one at a time as they are decoded, never a page's worth gathered
+ * first; full objects are asked for (status.phase); the list's resourceVersion is the first
+ * page's. */
+static void test_cma_kube_list_pages__streamed_one_object_at_a_time(void **state)
+{
+    (void)state;
+    size_t l1, l2;
+    char *page1 = cma_kube_fixture_read("pods-all-bert-limit2-page1.json", &l1);
+    char *page2 = cma_kube_fixture_read("pods-all-bert-limit2-page2.json", &l2);
+    assert_non_null(page1);
+    assert_non_null(page2);
+    const struct cma_fake_answer answers[] = {{.status = 200, .body = page1, .chunk = 97},
+                                              {.status = 200, .body = page2, .chunk = 97}};
+    struct cma_fake_http *s = cma_fake_http_start(answers, 2);
+    assert_non_null(s);
+    struct cma_kube *k = fake_client(s);
+    struct pages_seen seen = {0};
+    char *rv = NULL;
+    long status = -1;
+    struct cma_err err;
+    cma_err_clear(&err);
+    if (cma_kube_list_pages(k, "", "v1", "pods", on_page_objects, &seen, &rv, &status, &err) !=
+        CMA_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(seen.calls, 3);
+    assert_int_equal(seen.max_n, 1);
+    assert_string_equal(seen.names[0], "bert-0");
+    assert_string_equal(seen.names[2], "bert-2");
+    assert_string_equal(rv, "264");
+    assert_int_equal(status, 0);
+    assert_int_equal(cma_fake_http_count(s), 2);
+    assert_string_equal(target_of(s, 0), "/api/v1/pods?limit=500");
+    assert_ptr_equal(strstr(target_of(s, 1), "/api/v1/pods?limit=500&continue=eyJ2Ijoi"),
+                     target_of(s, 1));
+    assert_true(cma_fake_http_has_header(s, 0, "Accept: application/json"));
+    free(rv);
+    cma_kube_free(k);
+    cma_fake_http_stop(s);
+    free(page1);
+    free(page2);
+}
+
+/* A refused page gives its status and Status message; an expired continue token (410) is handed
+ * to the caller (it re-lists); a bad page and a callback's error stop the LIST with theirs. */
+static void test_cma_kube_list_pages__errors(void **state)
+{
+    (void)state;
+    size_t l1, l410;
+    char *page1 = cma_kube_fixture_read("pods-all-bert-limit2-page1.json", &l1);
+    assert_non_null(page1);
+    char *gone =
+        cma_shared_fixture_http_body("kube-apiserver/error-410-list-continue-expired.http", &l410);
+    assert_non_null(gone);
+    const struct cma_fake_answer answers[] = {
+        {.status = 200, .body = page1},
+        {.status = 410, .body = gone},
+        {.status = 200, .body = "{\"items\":[{\"metadata\":{}}]}"},
+        {.status = 200, .body = page1}};
+    struct cma_fake_http *s = cma_fake_http_start(answers, 4);
+    assert_non_null(s);
+    struct cma_kube *k = fake_client(s);
+    struct pages_seen seen = {0};
+    char *rv = NULL;
+    long status = 0;
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(
+        cma_kube_list_pages(k, "", "v1", "pods", on_page_objects, &seen, &rv, &status, &err),
+        CMA_ERR_KUBE_ERROR);
+    assert_int_equal(status, 410);
+    assert_null(rv);
+    assert_non_null(strstr(err.msg, "continue parameter is too old"));
+    cma_err_clear(&err);
+    assert_int_equal(
+        cma_kube_list_pages(k, "", "v1", "pods", on_page_objects, &seen, &rv, &status, &err),
+        CMA_ERR_KUBE_ERROR);
+    assert_int_equal(status, 0);
+    assert_non_null(strstr(err.msg, "items[0].metadata.name is missing"));
+    cma_err_clear(&err);
+    seen.refuse = true;
+    assert_int_equal(
+        cma_kube_list_pages(k, "", "v1", "pods", on_page_objects, &seen, &rv, &status, &err),
+        CMA_ERR_NOMEM);
+    assert_string_equal(err.msg, "refused by the test");
+    assert_null(rv);
+    assert_int_equal(cma_fake_http_count(s), 4);
+    cma_kube_free(k);
+    cma_fake_http_stop(s);
+    free(page1);
+    free(gone);
+}
+
 /* tls-server-name: the URL names it (SNI and the certificate check under https), the connection
  * goes to the configured host (CURLOPT_CONNECT_TO: kube.invalid resolves nowhere) and Host is the
  * configured host and port, as client-go sends it. */
@@ -430,6 +546,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cma_kube_list_objects__selectors_and_pages),
         cmocka_unit_test(test_cma_kube_list_objects__empty_list_and_errors),
+        cmocka_unit_test(test_cma_kube_list_pages__streamed_one_object_at_a_time),
+        cmocka_unit_test(test_cma_kube_list_pages__errors),
         cmocka_unit_test(test_cma_clients_base64_decode__cases),
         cmocka_unit_test(test_cma_kubeconfig_parse__current_context),
         cmocka_unit_test(test_cma_kubeconfig_parse__basic_auth_and_insecure),
