@@ -595,7 +595,12 @@ class Gen:
 # --- (d) mutations ----------------------------------------------------------------------------------
 FUZZ_TOKENS = ["(", ")", "{", "}", "[", "]", ",", ":", "by", "without", "offset", "5m", "@", "#",
                "\n", '"', "'", "`", "=~", "!", "=", "-", "+", "1e", "0x", ".", "bool", "on()",
-               "group_left", "sum", "start()", "\\", "inf", "nan", "1", "x", " ", "and", "^", "/"]
+               "group_left", "sum", "start()", "\\", "inf", "nan", "1", "x", " ", "and", "^", "/",
+               # whitespace Prometheus does and does not skip, bytes that end strings early
+               "\r", "\t", "\f", "\v", "\u00a0", "\u2028", "\x00", "\u00e9", "\\x", "\\u00",
+               # pieces that hide or add a selector
+               '{__name__=~".+"}', "[5m:]", "offset -", "@ end()", "== bool", " or on() vector(1)",
+               "# x{a=\"b\"}\n", "#", "\n#\n", ")[1m:]", "{}", ",}", "__name__", "0x1p3", "1e+"]
 
 
 def mutate(r, q):
@@ -611,8 +616,10 @@ def mutate(r, q):
         elif op < 0.75 and len(s) > 1:
             pos = min(pos, len(s) - 2)
             s = s[:pos] + s[pos + 1] + s[pos] + s[pos + 2:]
-        elif op < 0.85:
+        elif op < 0.8:
             s = s[:pos]
+        elif op < 0.88:  # a comment from here to the end of the line
+            s = s[:pos] + "#" + s[pos:]
         else:
             end = r.randint(pos, len(s))
             s = s[:end] + s[pos:end] + s[end:]

@@ -72,12 +72,36 @@ STRICTER = [
 ]
 
 
+def strip_comments(q):
+    """The query without its comments (# to the end of the line, outside strings), for the
+    patterns above."""
+    out, i, quote = [], 0, None
+    while i < len(q):
+        ch = q[i]
+        if quote:
+            if ch == "\\" and quote != "`":
+                out.append(q[i:i + 2])
+                i += 2
+                continue
+            if ch == quote:
+                quote = None
+        elif ch in "\"'`":
+            quote = ch
+        elif ch == "#":
+            while i < len(q) and q[i] not in "\r\n":
+                i += 1
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def documented_p3(q):
-    return bool(P3_RE.search(q))
+    return bool(P3_RE.search(strip_comments(q)))
 
 
 def documented_stricter(q):
-    return any(pred(q) for pred, _ in STRICTER)
+    return any(pred(strip_comments(q)) for pred, _ in STRICTER)
 
 
 # --- HTTP: keep-alive connections, one per worker thread ------------------------------------------
