@@ -461,15 +461,7 @@ void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct c
     enum cma_custom_version ver =
         strcmp(route->version, "v1beta2") == 0 ? CMA_CUSTOM_V1BETA2 : CMA_CUSTOM_V1BETA1;
     if (!cat) {
-        struct cma_discovery_status st = {0};
-        if (app->discovery)
-            cma_discovery_get_status(app->discovery, &st);
-        if (st.last_error[0])
-            cma_api_reply_errorf(resp, CMA_ERR_BACKEND_UNAVAILABLE,
-                                 "metric discovery has not succeeded yet: %s", st.last_error);
-        else
-            cma_api_reply_errorf(resp, CMA_ERR_BACKEND_UNAVAILABLE,
-                                 "metric discovery has not completed yet; try again shortly");
+        cma_api_reply_no_catalog(app, resp);
         return;
     }
     struct cma_restmapper *mapper = cma_catalog_mapper(cat);

@@ -47,21 +47,6 @@
 #include "cma/server.h"
 #include "cma/str.h"
 
-/* 503 before the first successful relist, with discovery's last error when it has one (the same
- * wording as the custom metrics API). */
-static void reply_no_catalog(struct cma_app *app, struct cma_response *resp)
-{
-    struct cma_discovery_status st = {0};
-    if (app->discovery)
-        cma_discovery_get_status(app->discovery, &st);
-    if (st.last_error[0])
-        cma_api_reply_errorf(resp, CMA_ERR_BACKEND_UNAVAILABLE,
-                             "metric discovery has not succeeded yet: %s", st.last_error);
-    else
-        cma_api_reply_errorf(resp, CMA_ERR_BACKEND_UNAVAILABLE,
-                             "metric discovery has not completed yet; try again shortly");
-}
-
 static const char *result_type_name(enum cma_prom_result_type t)
 {
     switch (t) {
@@ -303,7 +288,7 @@ void cma_api_external(struct cma_app *app, struct cma_catalog *cat, const struct
                       struct cma_response *resp)
 {
     if (!cat) {
-        reply_no_catalog(app, resp);
+        cma_api_reply_no_catalog(app, resp); /* the custom metrics API's words */
         return;
     }
     const char *ns = route->namespace_ ? route->namespace_ : "";

@@ -85,6 +85,9 @@ bool cma_api_pending_backend(const struct cma_app *app, const struct cma_catalog
  * may be the pending backend's. Also explain's words. Returns the code. */
 enum cma_errc cma_api_pending_error(const struct cma_discovery_pending *p, const char *metric,
                                     const char *where, struct cma_err *err);
+/* 503 before the first catalog: discovery's last error, naming a backend that has never listed
+ * when there is one, or "has not completed yet" before the first relist ends. */
+void cma_api_reply_no_catalog(const struct cma_app *app, struct cma_response *resp);
 /* Zeroed memory for n elements of size bytes in the arena; NULL with err set. */
 void *cma_api_array(struct cma_arena *arena, size_t n, size_t size, struct cma_err *err);
 

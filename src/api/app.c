@@ -242,6 +242,28 @@ enum cma_errc cma_api_pending_error(const struct cma_discovery_pending *p, const
                        p->last_error);
 }
 
+void cma_api_reply_no_catalog(const struct cma_app *app, struct cma_response *resp)
+{
+    struct cma_discovery_status st = {0};
+    struct cma_discovery_pending p;
+    char since[21];
+    if (app->discovery)
+        cma_discovery_get_status(app->discovery, &st);
+    if (st.last_error[0] && (cma_api_pending_backend(app, NULL, false, &p) ||
+                             cma_api_pending_backend(app, NULL, true, &p)))
+        cma_api_reply_errorf(resp, CMA_ERR_BACKEND_UNAVAILABLE,
+                             "metric discovery has not succeeded yet: backend %s has not listed "
+                             "its series yet (trying since %s); last error: %s",
+                             p.name, cma_clock_format_rfc3339(p.since_wall_ms, since),
+                             p.last_error[0] ? p.last_error : st.last_error);
+    else if (st.last_error[0])
+        cma_api_reply_errorf(resp, CMA_ERR_BACKEND_UNAVAILABLE,
+                             "metric discovery has not succeeded yet: %s", st.last_error);
+    else
+        cma_api_reply_errorf(resp, CMA_ERR_BACKEND_UNAVAILABLE,
+                             "metric discovery has not completed yet; try again shortly");
+}
+
 void *cma_api_array(struct cma_arena *arena, size_t n, size_t size, struct cma_err *err)
 {
     void *p = cma_arena_array(arena, n, size);
