@@ -87,13 +87,15 @@ enum cma_errc cma_kube_request(struct cma_kube *k, const char *method, const cha
 
 /* ---- LIST+WATCH for watch caches (objcache.c) ---------------------------------------------- */
 
-/* Called with each LIST page's objects (full objects: status.phase is filled). A non-OK return
+/* Called with the LIST's objects as they are decoded (full objects: status.phase is filled),
+ * one at a time (n is 1); their strings are borrowed, valid until it returns. A non-OK return
  * stops the LIST and is returned. */
 typedef enum cma_errc (*cma_kube_page_fn)(void *ctx, const struct cma_kube_object *objs, size_t n,
                                           struct cma_err *reterr);
 
-/* LIST of every object of group/version/resource (all namespaces, pages of 500), one page at a
- * time; *ret_rv (caller frees) is the list's metadata.resourceVersion. *ret_status is the HTTP
+/* LIST of every object of group/version/resource (all namespaces, pages of 500), each page
+ * decoded as it streams in, never held whole (kube_stream.c); *ret_rv (caller frees) is the
+ * list's metadata.resourceVersion. *ret_status is the HTTP
  * status of the failing page (410 for an expired continue token: re-list), 0 when none. */
 enum cma_errc cma_kube_list_pages(struct cma_kube *k, const char *group, const char *version,
                                   const char *resource, cma_kube_page_fn fn, void *ctx,

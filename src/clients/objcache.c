@@ -7,11 +7,14 @@
  * the read lock, events the write lock (binary search, then memmove). A LIST builds a new array
  * outside the lock and swaps it in, so requests keep reading the old state while re-listing.
  * One thread per cache runs LIST, then WATCH from the list's resourceVersion (bookmarks move
- * it on); a 410 Gone (HTTP or ERROR event) re-lists; a broken stream reconnects from the last
- * resourceVersion after a backoff of 200 ms doubling to 30 s, with jitter, reset once a watch
- * delivered an event. This module does not log: what its threads go through (LIST failures,
- * re-lists, refused or broken watches, a cache that cannot start) is reported as events to the
- * registry's observer, which the layer that decides supplies (main logs them).
+ * it on). The LIST's pages are decoded as they stream in (kube_stream.c): each object is packed
+ * as soon as it is read and nothing else of it is kept, so a LIST's peak is the array it builds
+ * (plus the old one while re-listing), not pages of 3.5 KB pods; a 410 Gone (HTTP or ERROR event)
+ * re-lists; a broken stream reconnects from the last resourceVersion after a backoff of 200 ms
+ * doubling to 30 s, with jitter, reset once a watch delivered an event. This module does not log:
+ * what its threads go through (LIST failures, re-lists, refused or broken watches, a cache that
+ * cannot start) is reported as events to the registry's observer, which the layer that decides
+ * supplies (main logs them).
  *
  * Label index: a lookup whose selector has an EQ or IN requirement takes its candidates from an
  * index of that label key instead of scanning the namespace, then runs the full selector on each
@@ -1046,8 +1049,8 @@ static void *cache_thread(void *arg)
                 continue;
             }
             install(c, &lb, rv);
-            /* The LIST's decoded pages were freed, but glibc keeps the pages of this thread's
-             * arena resident (16 MiB for 1,000 pods): give them back. */
+            /* What the LIST freed (the old array on a re-list, the new one's growth steps,
+             * curl's buffers) stays resident in glibc's arenas until trimmed: give it back. */
             malloc_trim(0);
             notify(c, (struct cma_objcache_event){.kind = CMA_OBJCACHE_LISTED,
                                                   .count = cma_objcache_count(c),
