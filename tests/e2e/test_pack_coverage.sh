@@ -9,6 +9,7 @@
 #     without FB_FREE and DCP beside one with them, and a NaN GR_ENGINE_ACTIVE);
 #   - MIG beside whole GPUs: a card in MIG mode counts through its instances, its card-level
 #     series (GPU_UTIL, GR_ENGINE_ACTIVE, FB_*) left out of the node's values;
+#   - a time-sliced card (one copy of its series per pod): one unit in a namespace and a node;
 #   - a rolling vLLM upgrade (0.8 with the old KV-cache name, 0.10 with both, 0.11 with two
 #     data-parallel engines), a TGIS-style server printing vllm: and tgi_ names for one queue, a
 #     plain TGI server; Triton with a model whose latency counters are off.
@@ -47,6 +48,7 @@ t_ok "data: namespace mixed's used memory over every GPU / capacity of those wit
 t_ok "data: namespace mixed's memory percent, same GPUs on both sides, is below 100 %" \
   jq -e '.namespaces.gpu_memory_used_percent.mixed < 100' "$ORACLE"
 for k in "namespaces gpu_memory_used_percent mixed" "nodes gpu_utilization_percent cov-node-mig" \
+  "nodes gpu_memory_used_bytes cov-node-full" \
   "external inference_kv_cache_usage_percent chat" "namespaces inference_requests_waiting serve" \
   "pods inference_queue_time_us_per_request serve/triton-0"; do
   # shellcheck disable=SC2086 # three words on purpose

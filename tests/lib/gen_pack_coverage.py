@@ -26,6 +26,8 @@ Situations (one Prometheus holds them all):
   namespace `mixed` on all three, so the namespace mixes GPUs with and without FB_FREE (the
   issue's 136 % case: used summed over every GPU, capacity over those with FB_FREE); on
   cov-node-trim a card without GPU_UTIL, on cov-node-ack one without MEM_COPY_UTIL;
+- a time-sliced card on cov-node-full shared by two pods of `shared` (one copy of its series per
+  pod): one unit in the namespace's and the node's values;
 - MIG beside whole GPUs on cov-node-mig: card 0 in MIG mode with two 3g.40gb instances and the
   card's own series (GPU_UTIL, MEM_COPY_UTIL, FB_USED/FB_FREE, GR_ENGINE_ACTIVE) beside them,
   card 1 a whole GPU;
@@ -68,12 +70,17 @@ INSTALLS = [
      "cov-node-mig", "Hostname", True, "k8s", (GU, MC, FU, FF, EA), "NVIDIA A100 80GB PCIe"),
 ]
 # Per install: gpu, MIG instance id (None: the card itself), owner (namespace, pod) or None,
-# {family: value}; a family missing from the dict is not reported for that unit.
+# {family: value} (a family missing from the dict is not reported for that unit), and optionally
+# more labels.
 UNITS = {
     "full-3.x": [
         (0, None, ("mixed", "train-0"), {GU: 80, MC: 40, FU: 30000, FF: 10000, EA: 0.75}),
         (1, None, ("mixed", "train-0"), {GU: 20, MC: 10, FU: 6000, FF: 34000, EA: 0.25}),
         (2, None, None, {GU: 0, MC: 0, FU: 0, FF: 40000, EA: 0}),
+        # a time-sliced card (--kubernetes-virtual-gpus): one copy of its series per pod, with
+        # the card's values
+        (3, None, ("shared", "ts-0"), {GU: 60, MC: 30, FU: 4000, FF: 36000, EA: 0.5}, {"vgpu": "0"}),
+        (3, None, ("shared", "ts-1"), {GU: 60, MC: 30, FU: 4000, FF: 36000, EA: 0.5}, {"vgpu": "1"}),
     ],
     "trimmed-4.x": [
         (0, None, ("mixed", "train-1"), {GU: 90, FU: 40000}),
@@ -135,9 +142,11 @@ def dcgm_series(install):
     target = {"job": job, "instance": instance, "namespace": exp_ns, "pod": exp_pod,
               "container": "exporter", "service": "gpu-exporter", "endpoint": "metrics"}
     out = [("up", dict(target), 1.0)]
-    for gpu, mig, owner, values in UNITS[name]:
+    for gpu, mig, owner, values, *more in UNITS[name]:
         labels = {"gpu": str(gpu), "UUID": "GPU-%s-%d" % (node, gpu), "device": "nvidia%d" % gpu,
                   "modelName": model}
+        for extra in more:
+            labels.update(extra)
         if mig:
             labels.update({"GPU_I_PROFILE": "3g.40gb", "GPU_I_ID": mig})
         if style == "ack":
@@ -229,7 +238,7 @@ def pods():
         ns, pod = install[3]
         out.append({"namespace": ns, "name": pod, "labels": {"app": "gpu-exporter"},
                     "phase": "Running", "nodeName": install[4]})
-        for _, _, owner, _ in UNITS[install[0]]:
+        for _, _, owner, *_ in UNITS[install[0]]:
             spec = owner and {"namespace": owner[0], "name": owner[1], "labels": {"app": owner[1].rsplit("-", 1)[0]},
                               "phase": "Running", "nodeName": install[4]}
             if spec and spec not in out:

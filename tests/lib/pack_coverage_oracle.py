@@ -10,7 +10,10 @@ a server without a model label), "naive": the same shape, for a few keys, with t
 packs once made (the test checks that the data tells the two apart)}.
 
 The meaning (docs/gpu.md, "What the packs serve"):
-- DCGM: a unit is a whole GPU or a MIG instance (GPU_I_ID set), identified by its labels. Its
+- DCGM: a unit is a whole GPU or a MIG instance (GPU_I_ID set), identified by UUID (or uuid),
+  gpu, GPU_I_ID, instance, job and the host labels (Hostname, hostname, NodeName); the copies of
+  one unit a time-sliced card gets (one per pod, same values) count once in a pod's, a
+  namespace's or a node's value. Its
   workload: exported_pod/exported_namespace, else pod_name/pod_namespace, else PodName/
   NamespaceName, else pod/namespace unless those name a scrape target's own pod (an `up` series
   with the same job, instance, namespace, pod). Its node: node, else NodeName, else hostname,
@@ -80,22 +83,28 @@ def unit_key(labels):
     return frozenset(labels.items())
 
 
+def unit_id(labels):
+    return tuple(labels.get(k, "") for k in ("UUID", "uuid", "gpu", "GPU_I_ID", "instance", "job",
+                                               "Hostname", "hostname", "NodeName"))
+
+
 class Groups:
-    """values per (level, metric, key): pods "ns/pod", namespaces ns, nodes node."""
+    """values per (level, metric, key) and unit: pods "ns/pod", namespaces ns, nodes node."""
 
     def __init__(self):
         self.data = {}
 
-    def add(self, metric, owner, node, value):
+    def add(self, metric, owner, node, labels, value):
+        unit = unit_id(labels)
         if owner:
-            self.data.setdefault(("pods", metric, owner[0] + "/" + owner[1]), []).append(value)
-            self.data.setdefault(("namespaces", metric, owner[0]), []).append(value)
+            self.data.setdefault(("pods", metric, owner[0] + "/" + owner[1]), {})[unit] = value
+            self.data.setdefault(("namespaces", metric, owner[0]), {})[unit] = value
         if node:
-            self.data.setdefault(("nodes", metric, node), []).append(value)
+            self.data.setdefault(("nodes", metric, node), {})[unit] = value
 
     def result(self, out, how):
         for (level, metric, key), values in self.data.items():
-            out.setdefault(level, {}).setdefault(metric, {})[key] = how(values)
+            out.setdefault(level, {}).setdefault(metric, {})[key] = how(list(values.values()))
 
 
 def mean(values):
@@ -123,7 +132,7 @@ def dcgm(series, targets, out, naive):
             yield labels, value
 
     def place(labels):
-        return workload(labels, targets), node_of(labels)
+        return workload(labels, targets), node_of(labels), labels
 
     means, sums, ratio = Groups(), Groups(), Groups()
     for labels, value in counted(GU, EA):
@@ -153,6 +162,9 @@ def dcgm(series, targets, out, naive):
     mig = [v for u, v in units[GU].items() if node_of(dict(u)) == "cov-node-mig" and not dict(u).get("GPU_I_ID")]
     mig += [100 * v for u, v in units[EA].items() if node_of(dict(u)) == "cov-node-mig" and dict(u).get("GPU_I_ID")]
     naive.setdefault("nodes", {})["gpu_utilization_percent"] = {"cov-node-mig": mean(mig)}
+    # and a time-sliced card's copies (one per pod) each counted in the node's memory
+    naive["nodes"]["gpu_memory_used_bytes"] = {"cov-node-full": 1048576 * sum(
+        v for u, v in units[FU].items() if node_of(dict(u)) == "cov-node-full")}
 
 
 def engine_of(labels):
