@@ -15,6 +15,7 @@
  * when "(" follows it. Recursion is bounded by CMA_PROMQL_MAX_DEPTH, the tree by
  * CMA_PROMQL_MAX_NODES. Prometheus 3 additions accepted: quoted metric and label names
  * ({"a.b", "c.d"="x"}, by ("a.b")), limitk and limit_ratio, the newer functions. */
+#include <assert.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -51,7 +52,8 @@ static enum cma_errc fail(struct parser *p, size_t pos, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return cma_pq_error_at(p->err, CMA_ERR_RULE, p->lx.src, pos, "%s", msg);
+    cma_pq_error_at(p->err, CMA_ERR_RULE, p->lx.src, pos, "%s", msg);
+    return CMA_ERR_RULE;
 }
 
 /* "unexpected <token> in <context>[, expected <what>]" */
@@ -125,10 +127,11 @@ static enum cma_errc finish(struct parser *p, struct pq_node *n)
     }
     n->height = h + 1;
     n->type = cma_pq_node_type(n);
-    if (n->height > CMA_PROMQL_MAX_HEIGHT)
-        return cma_pq_error_at(p->err, CMA_ERR_TOO_LARGE, p->lx.src, n->pos,
-                               "expression nested deeper than %d levels", CMA_PROMQL_MAX_HEIGHT);
-    return CMA_OK;
+    if (n->height <= CMA_PROMQL_MAX_HEIGHT)
+        return CMA_OK;
+    cma_pq_error_at(p->err, CMA_ERR_TOO_LARGE, p->lx.src, n->pos,
+                    "expression nested deeper than %d levels", CMA_PROMQL_MAX_HEIGHT);
+    return CMA_ERR_TOO_LARGE;
 }
 
 static enum cma_errc nomem(struct parser *p)
@@ -260,9 +263,14 @@ static enum cma_errc regex_matches_empty(struct parser *p, const struct pq_match
     char *anchored = cma_arena_alloc(&p->q->arena, m->value.len + 8);
     if (!anchored)
         return nomem(p);
-    memcpy(anchored, "^(?:", 4);
-    memcpy(anchored + 4, m->value.s, m->value.len);
-    memcpy(anchored + 4 + m->value.len, ")$", 3);
+    /* "^(?:" value ")$": the value may hold NUL bytes, so no string functions */
+    static const char open[] = {'^', '(', '?', ':'}, close[] = {')', '$', '\0'};
+    for (size_t i = 0; i < sizeof(open); i++)
+        anchored[i] = open[i];
+    for (size_t i = 0; i < m->value.len; i++)
+        anchored[4 + i] = m->value.s[i];
+    for (size_t i = 0; i < sizeof(close); i++)
+        anchored[4 + m->value.len + i] = close[i];
     int code = 0;
     PCRE2_SIZE off = 0;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)anchored, m->value.len + 6,
@@ -833,6 +841,7 @@ static enum cma_errc at(struct parser *p, struct pq_node *n)
 
 static enum cma_errc postfix(struct parser *p, struct pq_node **inout)
 {
+    assert(*inout); /* a primary expression that parsed */
     for (;;) {
         enum cma_errc rc;
         if (p->tok.type == PQ_LBRACKET)
@@ -862,10 +871,11 @@ static int binop_prec(enum pq_tok t)
 
 static enum cma_errc enter(struct parser *p)
 {
-    if (++p->depth > CMA_PROMQL_MAX_DEPTH)
-        return cma_pq_error_at(p->err, CMA_ERR_TOO_LARGE, p->lx.src, p->tok.pos,
-                               "expression nested deeper than %d levels", CMA_PROMQL_MAX_DEPTH);
-    return CMA_OK;
+    if (++p->depth <= CMA_PROMQL_MAX_DEPTH)
+        return CMA_OK;
+    cma_pq_error_at(p->err, CMA_ERR_TOO_LARGE, p->lx.src, p->tok.pos,
+                    "expression nested deeper than %d levels", CMA_PROMQL_MAX_DEPTH);
+    return CMA_ERR_TOO_LARGE;
 }
 
 static enum cma_errc unary(struct parser *p, struct pq_node **ret)
@@ -886,6 +896,7 @@ static enum cma_errc unary(struct parser *p, struct pq_node **ret)
     p->depth--;
     if (rc != CMA_OK)
         return rc;
+    assert(operand);
     if (operand->kind == PQ_N_NUMBER) {
         if (op.type == PQ_SUB)
             operand->u.number = -operand->u.number;
@@ -1009,6 +1020,7 @@ static enum cma_errc expr(struct parser *p, int min_prec, struct pq_node **ret)
         int prec = binop_prec(p->tok.type);
         if (prec == 0 || prec < min_prec)
             break;
+        assert(lhs);
         struct pq_node *n = new_node(p, PQ_N_BINARY, lhs->pos);
         if (!n)
             return p->err && p->err->code ? p->err->code : CMA_ERR_NOMEM;
@@ -1019,6 +1031,7 @@ static enum cma_errc expr(struct parser *p, int min_prec, struct pq_node **ret)
             rc = bin_modifiers(p, n);
         if (rc == CMA_OK)
             rc = expr(p, n->u.bin.op == PQ_POW ? prec : prec + 1, &n->u.bin.rhs);
+        assert(rc != CMA_OK || n->u.bin.rhs);
         if (rc == CMA_OK)
             rc = check_binary(p, n, op_pos);
         if (rc == CMA_OK)

@@ -72,7 +72,8 @@ static enum cma_errc quote_rune(struct cma_buf *out, uint32_t r, const char *raw
     }
     if (cma_unicode_is_print(r))
         return cma_buf_append(out, raw, width);
-    const char *c = r != 0 ? strchr(controls, (int)r) : NULL;
+    /* only below 0x80: strchr compares as char, and U+4F600 would match the NUL */
+    const char *c = r != 0 && r < 0x80 ? strchr(controls, (int)r) : NULL;
     if (c) {
         char two[2] = {'\\', letters[c - controls]};
         return cma_buf_append(out, two, 2);

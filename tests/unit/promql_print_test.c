@@ -144,6 +144,8 @@ static void test_print__strings(void **state)
     assert_canonical("x{a=\"\\U0001F600\"}", "x{a=\"\xf0\x9f\x98\x80\"}");
     assert_canonical("x{a=\"\\U000E0001\"}", "x{a=\"\\U000e0001\"}");
     assert_canonical("x{a=\"\\x7f\\t\"}", "x{a=\"\\x7f\\t\"}");
+    /* an unassigned rune whose low byte is 0 (fuzzing found it printed as a backslash and NUL) */
+    assert_canonical("x{a=\"\\U0004F600\\u0100\\u0a00\"}", "x{a=\"\\U0004f600\xc4\x80\\u0a00\"}");
 }
 
 static void test_print__operators(void **state)
