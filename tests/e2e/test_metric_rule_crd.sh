@@ -431,7 +431,6 @@ start_watch initial "allowWatchBookmarks=true&timeoutSeconds=600"
 wait_lines initial 2
 start_watch w1 "resourceVersion=$rv&allowWatchBookmarks=true&timeoutSeconds=600"
 start_watch nobm "resourceVersion=$rv&timeoutSeconds=600"
-sleep 0.5 # let the watches connect before the changes (an event before that is still delivered: from $rv)
 sed 's/sum(<<.Series>>{<<.LabelMatchers>>}) by (queue)/max(<<.Series>>{<<.LabelMatchers>>}) by (queue)/' \
   tests/fixtures/metric-rules/good-queue-depth.yaml >"$tmp/queue-depth-v2.yaml"
 out=$(apply "$tmp/queue-depth-v2.yaml")
@@ -463,7 +462,6 @@ wait_exit w1 initial nobm
 t_eq "drop-watches (close): the watches end cleanly (curl exit 0)" "0 0 0" "$RC"
 t_eq "a watch without allowWatchBookmarks gets no BOOKMARK" "MODIFIED DELETED" "$(events nobm | cut -d' ' -f1 | paste -sd' ')"
 start_watch cut "resourceVersion=$rv_del&timeoutSeconds=600"
-sleep 0.5
 apply tests/fixtures/metric-rules/good-gpu-custom.yaml >/dev/null
 wait_lines cut 1
 control "drop-watches?mode=abort" >/dev/null
@@ -480,7 +478,7 @@ t_eq "timeoutSeconds ends the watch with a BOOKMARK (after the events since its 
 # 410 Gone: compaction
 cont_old=$(kcurl "$BASE/metricrules?limit=1" | jq -r .metadata.continue)
 start_watch open "resourceVersion=$rv_del&timeoutSeconds=600"
-sleep 0.5
+wait_lines open 1 # connected: it has sent the ADDED of gpu (after $rv_del), so it is open at compaction
 compacted=$(control gone | jq -r .resourceVersion)
 wait_exit open
 t_eq "compaction: an open watch gets ERROR 410 Expired and ends" \
