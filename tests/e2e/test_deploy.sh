@@ -91,7 +91,7 @@ write("served-groups", " ".join(sorted(served)))
 write("disable-flags", " ".join(sorted(a for a in args if a.startswith("--disable-"))))
 
 # namespaces: every namespaced object in custom-metrics, except the kube-system RoleBinding
-cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "APIService"}
+cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "APIService", "CustomResourceDefinition"}
 placed = sorted("%s/%s=%s" % (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace", "-"))
                 for d in docs if d["kind"] not in cluster_scoped)
 write("namespaced-objects", " ".join(placed))
@@ -201,7 +201,7 @@ print("same" if yaml.safe_load(block) == yaml.safe_load(open(sys.argv[2])) else 
 PY
 )"
 fi
-for c in custom-metrics external-metrics resource-metrics ca-bundle; do
+for c in custom-metrics external-metrics resource-metrics ca-bundle metric-rules metrics-reader; do
   t_eq "deploy/components/$c is a kustomize Component" "kustomize.config.k8s.io/v1alpha1 Component" \
     "$(python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); print(d["apiVersion"], d["kind"])' \
       "deploy/components/$c/kustomization.yaml")"

@@ -88,7 +88,9 @@ GROUPS = [("custom", "custom.metrics.k8s.io"), ("external", "external.metrics.k8
           ("resource", "metrics.k8s.io")]
 APIS = {"custom": ["v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io"],
         "external": ["v1beta1.external.metrics.k8s.io"], "resource": ["v1beta1.metrics.k8s.io"]}
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "APIService"}
+# CustomResourceDefinition: the chart's is in crds/ (helm template leaves it out), deploy/'s in the
+# metric-rules component; test_metric_rule_crd.sh checks the two are the same.
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "APIService", "CustomResourceDefinition"}
 
 
 def load(path):
@@ -641,8 +643,13 @@ if must "helm template (default values)" render "$d/all.yaml" custom-metrics-ada
   t_eq "default values: the objects rendered" "APIService v1beta1.custom.metrics.k8s.io
 APIService v1beta2.custom.metrics.k8s.io
 ClusterRole custom-metrics-adapter-custom-metrics-reader
+ClusterRole custom-metrics-adapter-metricrules
+ClusterRole custom-metrics-adapter-metricrules-edit
+ClusterRole custom-metrics-adapter-metricrules-view
+ClusterRole custom-metrics-adapter-metrics-read
 ClusterRole custom-metrics-adapter-resource-reader
 ClusterRoleBinding custom-metrics-adapter-custom-metrics-reader-hpa
+ClusterRoleBinding custom-metrics-adapter-metricrules
 ClusterRoleBinding custom-metrics-adapter-resource-reader
 ClusterRoleBinding custom-metrics-adapter:system:auth-delegator
 ConfigMap custom-metrics-adapter
@@ -905,13 +912,18 @@ check_values "$tmp/synthetic-rbac.yaml" cma
 #  - Deployment spec, PDB, Service: the same production settings (replicas, spread, priority class,
 #    probes, resources, securityContext, volumes); selectors only need to select their own pods.
 #  - the rule file: the chart assembles deploy/base's rules back into the same file.
+#  - MetricRules' RBAC (deploy/components/metric-rules) is in overlays/all only; the chart renders it
+#    by default (metricRules.*), so the other layouts are compared with it switched off.
 for layout in all next-to-keda next-to-metrics-server; do
   dir="$tmp/drift-$layout"
   mkdir -p "$dir"
+  mr_off=()
+  [ "$layout" = all ] || mr_off=(--set metricRules.enabled=false --set metricRules.aggregateToDefaultRoles=false
+    --set metricRules.metricsReadersAggregateToView=false)
   if must "drift $layout: kubectl kustomize deploy/overlays/$layout" \
     "$KUBECTL" kustomize "deploy/overlays/$layout" -o "$dir/kustomize.yaml" &&
     must "drift $layout: helm template with deploy/base's rules and layout=$layout" \
-      render "$dir/helm.yaml" custom-metrics-adapter custom-metrics -f "$rules3" --set "layout=$layout"; then
+      render "$dir/helm.yaml" custom-metrics-adapter custom-metrics -f "$rules3" --set "layout=$layout" "${mr_off[@]}"; then
     report drift "$dir/kustomize.yaml" "$dir/helm.yaml" "$layout"
   fi
 done
