@@ -38,6 +38,10 @@ struct cma_call {
     int64_t window_ms;             /* the deadline's whole length, for messages; 0 = unknown */
     bool (*gone)(const void *ctx); /* true once the client has gone; NULL = never */
     const void *gone_ctx;
+    /* Called by the transport as the query goes out (after any wait for a query slot), so a
+     * caller can tell "still waiting for a slot" from "sent"; NULL = nobody asks. */
+    void (*on_send)(const void *ctx);
+    const void *on_send_ctx;
 };
 
 /* The least time between two gone() questions of one transfer, in milliseconds. */

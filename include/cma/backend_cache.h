@@ -63,6 +63,8 @@ struct cma_backend_cache_stats {
     uint64_t coalesced;     /* requests answered by joining a query in flight */
     uint64_t hits;          /* requests answered from a cached answer */
     uint64_t evictions;     /* cached answers dropped before their TTL to stay within max_bytes */
+    uint64_t left;          /* callers whose request ended (deadline, client gone) before the
+                               answer of the query they waited for */
     size_t n_cached;        /* cached answers now (some may have expired and not been swept) */
     size_t bytes;           /* their bytes now */
 };

@@ -24,25 +24,42 @@
  *   at every query. A newer answer for the same key replaces the cached one.
  * - An error is never cached: the entry leaves the table when it finishes, so the next request
  *   asks the backend again, and only the callers that waited on it get its error.
- * - The leader runs the query under its own request's deadline and client (struct cma_call), so
- *   a query nobody waits for stops. When it fails because that request ended (its client went
- *   away or its deadline passed) and not because of the backend, the error is the leader's
- *   alone: each waiter whose own request is still on asks again (one of them leads the new
- *   query), at most MAX_REASKS times. */
+ * - A shared query belongs to no caller: a runner thread of the cache sends it (runners start on
+ *   demand, are reused, and exit after RUNNER_IDLE_MS idle; when none can start, the first caller
+ *   sends it itself, as a single caller would). Every caller, the first included, waits for it
+ *   only until its own request ends: its deadline passes (504, or 429 while the query still
+ *   waits for a query slot: it was never sent) or its client goes (asked every
+ *   WAIT_GONE_CHECK_MS). The query itself has no deadline but the backend's timeout (the layers
+ *   below bound it) and stops when no caller waits any more (its call's gone()), so it lives as
+ *   long as the caller that allows longest needs it, and a caller with ?timeout=2s fails only
+ *   itself. An entry nobody waits for leaves the table at once: the next request starts afresh.
+ * - The query's filter is a waiter's: the runner calls it through the entry (under the entry's
+ *   filter mutex), and a waiter that leaves hands the entry another waiter's (every sharer keeps
+ *   the same series), so no caller's filter is used once its request has ended. */
 #include "cma/backend_cache.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cma/clock.h"
 #include "cma/hash.h"
+#include "cma/str.h"
 
 #define BUDGET_FLAG "--prometheus-max-bytes-in-flight"
 #define MIN_BUCKETS 64
 #define MAX_TTL_MS ((int64_t)24 * 3600 * 1000) /* keeps time arithmetic far from overflow */
-#define MAX_REASKS 3 /* a waiter asks again at most this often after its leader's request ended */
+#define RUNNER_IDLE_MS 30000                   /* an idle runner thread exits after this */
+#define WAIT_GONE_CHECK_MS 500 /* a waiter asks whether its client has gone this often */
+
+/* A caller waiting for an entry's answer (on its own stack, listed in the entry). */
+struct waiter {
+    const struct cma_keep *keep; /* its filter; NULL: keeps every series */
+    struct waiter *next;
+    bool listed; /* in the entry's list */
+};
 
 struct wrapped {
     struct cma_backend_cache *cache;
@@ -63,12 +80,17 @@ struct entry {
     size_t refs;
     size_t bytes; /* what it counts against max_bytes */
     bool done, cached;
-    /* the error ended the leader's own request (its client gone, its deadline passed), not the
-     * backend: the others ask again rather than take it (cached_query) */
-    bool leader_ended;
+    bool in_table;
     enum cma_errc rc;
     struct cma_err *err;            /* on error (NULL: no memory to keep it) */
     struct cma_prom_result *result; /* filtered by the key's filter; NULL on error */
+    struct waiter *waiters;         /* callers waiting (under the cache's mutex) */
+    atomic_size_t n_waiting;        /* their number; 0 while none: the query stops */
+    atomic_bool sent;               /* the transport sent the query (cma_call.on_send) */
+    bool has_filter;                /* the key keeps some series (keep_id) */
+    pthread_mutex_t filter_mu;      /* the runner's filter calls against a waiter leaving */
+    const struct cma_keep *filter;  /* a waiter's filter the query uses; under filter_mu */
+    struct entry *next_job;         /* the runners' queue */
 };
 
 struct cma_backend_cache {
@@ -83,7 +105,19 @@ struct cma_backend_cache {
     struct entry *oldest, *newest;
     struct wrapped *wrappers;
     struct cma_backend_cache_stats stats;
+    /* the runners: queued queries, runner threads, idle ones; free() waits for all to exit */
+    pthread_cond_t job_cv, exit_cv;
+    struct entry *jobs, *last_job;
+    size_t n_jobs, n_runners, n_idle;
+    bool stopping;
 };
+
+/* A CLOCK_MONOTONIC time in milliseconds as pthread_cond_timedwait takes it (the condition
+ * variables use that clock: cma_backend_cache_new). */
+static struct timespec mono_timespec(int64_t ms)
+{
+    return (struct timespec){.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
+}
 
 static int64_t mono_clock(void *ctx)
 {
@@ -287,6 +321,7 @@ static void table_insert(struct cma_backend_cache *c, struct entry *e)
     e->chain = *head;
     *head = e;
     e->refs++;
+    e->in_table = true;
     c->n_entries++;
 }
 
@@ -299,6 +334,7 @@ static void table_remove(struct cma_backend_cache *c, struct entry *e, struct en
         p = &(*p)->chain;
     *p = e->chain;
     e->chain = NULL;
+    e->in_table = false;
     c->n_entries--;
     if (e->cached) {
         *(e->older ? &e->older->newer : &c->oldest) = e->newer;
@@ -327,6 +363,7 @@ static void free_garbage(struct entry *g)
     while (g) {
         struct entry *next = g->chain;
         cma_prom_result_free(g->result);
+        pthread_mutex_destroy(&g->filter_mu);
         free(g->err);
         free(g->promql);
         free(g->keep_id);
@@ -416,11 +453,15 @@ static struct entry *entry_new(const struct wrapped *w, uint64_t hash, const cha
     struct entry *e = calloc(1, sizeof(*e));
     char *copy = e ? malloc(len) : NULL;
     char *id = copy && keep_id ? strdup(keep_id) : NULL;
-    if (!copy || (keep_id && !id)) {
+    if (!copy || (keep_id && !id) || pthread_mutex_init(&e->filter_mu, NULL) != 0) {
         free(copy);
+        free(id);
         free(e);
         return NULL;
     }
+    atomic_init(&e->n_waiting, 0);
+    atomic_init(&e->sent, false);
+    e->has_filter = keep_id != NULL;
     memcpy(copy, promql, len);
     e->keep_id = id;
     e->w = w;
@@ -432,34 +473,30 @@ static struct entry *entry_new(const struct wrapped *w, uint64_t hash, const cha
     return e;
 }
 
-/* The entry this request uses, with a reference for it: a cached answer, a query in flight
- * (*leader false), or a new query it must run (*leader true). NULL when out of memory. */
-static struct entry *join_or_lead(struct cma_backend_cache *c, const struct wrapped *w,
-                                  const char *promql, const char *keep_id, int64_t time_ms,
-                                  bool *leader)
+/* ---- the shared query: its filter, its call, the runners ----------------------------------- */
+
+/* The query's filter: the filter of a caller still waiting (see DESIGN), nothing once none is. */
+static bool shared_filter(void *ctx, const struct cma_label_view *labels, size_t n_labels)
 {
-    uint64_t hash = key_hash(w, promql, keep_id);
-    struct entry *garbage = NULL;
-    pthread_mutex_lock(&c->mu);
-    int64_t now = c->clock_ms(c->clock_ctx);
-    sweep(c, now, &garbage);
-    struct entry *e = find(c, w, hash, promql, keep_id, time_ms, now);
-    *leader = e == NULL;
-    if (e) {
-        e->refs++;
-        if (e->done)
-            c->stats.hits++;
-        else
-            c->stats.coalesced++;
-        while (!e->done)
-            pthread_cond_wait(&c->done_cv, &c->mu);
-    } else if ((e = entry_new(w, hash, promql, keep_id, time_ms, now))) {
-        table_insert(c, e);
-        c->stats.inner_queries++;
-    }
-    pthread_mutex_unlock(&c->mu);
-    free_garbage(garbage);
-    return e;
+    struct entry *e = ctx;
+    pthread_mutex_lock(&e->filter_mu);
+    const struct cma_keep *k = e->filter;
+    bool kept = k && k->fn(k->ctx, labels, n_labels);
+    pthread_mutex_unlock(&e->filter_mu);
+    return kept;
+}
+
+/* The query's gone(): no caller waits for it any more. */
+static bool abandoned(const void *ctx)
+{
+    const struct entry *e = ctx;
+    return atomic_load(&e->n_waiting) == 0;
+}
+
+static void mark_sent(const void *ctx)
+{
+    struct entry *e = (struct entry *)ctx;
+    atomic_store(&e->sent, true);
 }
 
 /* A heap copy of an error for the waiters (an entry keeps no error struct while it succeeds). */
@@ -471,46 +508,234 @@ static struct cma_err *err_dup(const struct cma_err *err)
     return copy;
 }
 
-/* Runs the leader's query (with its filter, which every sharer's equals) and publishes its
- * outcome to the waiters. */
-/* Has the request behind call ended (client gone, deadline passed)? */
-static bool call_over(const struct cma_call *call)
+/* Sends e's query (the runner's, or the first caller's when no runner could start), publishes
+ * its outcome to the waiters and drops the sender's reference. */
+static void run_query(struct cma_backend_cache *c, struct entry *e)
 {
-    return cma_call_gone(call) ||
-           (call && call->deadline_ms > 0 && cma_clock_mono_ms() >= call->deadline_ms);
-}
-
-static void lead(struct cma_backend_cache *c, struct entry *e, const struct cma_keep *keep)
-{
+    struct cma_call call = {
+        .gone = abandoned, .gone_ctx = e, .on_send = mark_sent, .on_send_ctx = e};
+    struct cma_keep keep = {e->has_filter ? shared_filter : NULL, e, e->keep_id, &call};
     struct cma_prom_result *result = NULL;
     struct cma_err err;
     cma_err_clear(&err);
-    enum cma_errc rc = cma_backend_query(&e->w->inner, e->promql, e->time_ms, keep, &result, &err);
+    enum cma_errc rc = cma_backend_query(&e->w->inner, e->promql, e->time_ms, &keep, &result, &err);
     if (rc == CMA_OK && !result) {
         cma_err_set(&err, CMA_ERR_INTERNAL, "backend %s gave no result",
                     cma_backend_name(&e->w->inner));
         rc = CMA_ERR_INTERNAL;
     }
-    bool leader_ended = rc != CMA_OK && call_over(keep ? keep->call : NULL);
     struct entry *garbage = NULL;
     pthread_mutex_lock(&c->mu);
     e->rc = rc;
-    e->leader_ended = leader_ended;
     if (rc == CMA_OK)
         e->result = result;
     else
         e->err = err_dup(&err);
     e->answered_ms = c->clock_ms(c->clock_ctx);
     e->done = true;
-    if (rc == CMA_OK)
+    if (rc == CMA_OK && e->in_table)
         keep_or_drop(c, e, &garbage);
-    else
+    else if (e->in_table)
         table_remove(c, e, &garbage);
     pthread_cond_broadcast(&c->done_cv);
+    unref(e, &garbage);
     pthread_mutex_unlock(&c->mu);
     free_garbage(garbage);
     if (rc != CMA_OK)
         cma_prom_result_free(result);
+}
+
+/* A runner thread: sends queued queries; exits after RUNNER_IDLE_MS idle or when the cache
+ * stops. */
+static void *runner_main(void *arg)
+{
+    struct cma_backend_cache *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        bool idle_too_long = false;
+        while (!c->jobs && !c->stopping && !idle_too_long) {
+            c->n_idle++;
+            struct timespec until = mono_timespec(cma_clock_mono_ms() + RUNNER_IDLE_MS);
+            idle_too_long = pthread_cond_timedwait(&c->job_cv, &c->mu, &until) != 0;
+            c->n_idle--;
+        }
+        struct entry *e = c->jobs;
+        if (!e)
+            break;
+        c->jobs = e->next_job;
+        if (!c->jobs)
+            c->last_job = NULL;
+        c->n_jobs--;
+        pthread_mutex_unlock(&c->mu);
+        run_query(c, e);
+        pthread_mutex_lock(&c->mu);
+    }
+    c->n_runners--;
+    pthread_cond_broadcast(&c->exit_cv);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* Queues e for a runner (mutex held), starting one when none is idle for it; the runner holds a
+ * reference. False when no runner can run it (no thread could start): the caller sends it. */
+static bool submit(struct cma_backend_cache *c, struct entry *e)
+{
+    if (c->n_jobs + 1 > c->n_idle) {
+        pthread_attr_t attr;
+        pthread_t t;
+        bool started = pthread_attr_init(&attr) == 0;
+        if (started) {
+            started = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+                      pthread_create(&t, &attr, runner_main, c) == 0;
+            pthread_attr_destroy(&attr);
+        }
+        if (!started && c->n_idle == 0)
+            return false;
+        c->n_runners += started;
+    }
+    e->refs++;
+    e->next_job = NULL;
+    *(c->last_job ? &c->last_job->next_job : &c->jobs) = e;
+    c->last_job = e;
+    c->n_jobs++;
+    pthread_cond_signal(&c->job_cv);
+    return true;
+}
+
+/* ---- the callers ------------------------------------------------------------------------- */
+
+/* Lists me among e's waiters (mutex held); its filter serves the query when none does yet. */
+static void add_waiter(struct entry *e, struct waiter *me)
+{
+    me->next = e->waiters;
+    e->waiters = me;
+    me->listed = true;
+    atomic_fetch_add(&e->n_waiting, 1);
+    if (me->keep && !e->filter) {
+        pthread_mutex_lock(&e->filter_mu);
+        e->filter = me->keep;
+        pthread_mutex_unlock(&e->filter_mu);
+    }
+}
+
+/* Takes me off e's waiters (mutex held). Its filter is handed to another waiter (or none), so
+ * it is never called once its request has ended; the last to leave an unanswered query takes it
+ * out of the table (the query stops: abandoned()). */
+static void remove_waiter(struct cma_backend_cache *c, struct entry *e, struct waiter *me,
+                          struct entry **garbage)
+{
+    struct waiter **p = &e->waiters;
+    while (*p && *p != me)
+        p = &(*p)->next;
+    if (*p)
+        *p = me->next;
+    me->listed = false;
+    if (me->keep && e->filter == me->keep) {
+        const struct cma_keep *next = NULL;
+        for (const struct waiter *w = e->waiters; w && !next; w = w->next)
+            next = w->keep;
+        pthread_mutex_lock(&e->filter_mu);
+        e->filter = next;
+        pthread_mutex_unlock(&e->filter_mu);
+    }
+    if (atomic_fetch_sub(&e->n_waiting, 1) == 1 && !e->done && e->in_table)
+        table_remove(c, e, garbage);
+}
+
+/* The entry this request uses, with a reference for it: a cached answer, or a query in flight it
+ * now waits for (a new one when none matches: *send true when no runner took it and the caller
+ * must send it). NULL when out of memory. */
+static struct entry *join(struct cma_backend_cache *c, const struct wrapped *w, const char *promql,
+                          const char *keep_id, int64_t time_ms, struct waiter *me, bool *send)
+{
+    uint64_t hash = key_hash(w, promql, keep_id);
+    struct entry *garbage = NULL;
+    pthread_mutex_lock(&c->mu);
+    int64_t now = c->clock_ms(c->clock_ctx);
+    sweep(c, now, &garbage);
+    struct entry *e = find(c, w, hash, promql, keep_id, time_ms, now);
+    *send = false;
+    if (e) {
+        e->refs++;
+        if (e->done)
+            c->stats.hits++;
+        else
+            c->stats.coalesced++;
+    } else if ((e = entry_new(w, hash, promql, keep_id, time_ms, now))) {
+        table_insert(c, e);
+        c->stats.inner_queries++;
+        if (!submit(c, e)) {
+            e->refs++; /* the caller's, as a sender */
+            *send = true;
+        }
+    }
+    if (e && !e->done)
+        add_waiter(e, me);
+    pthread_mutex_unlock(&c->mu);
+    free_garbage(garbage);
+    return e;
+}
+
+enum wait_end { WAIT_DONE, WAIT_LATE, WAIT_GONE };
+
+/* Waits (mutex held) until e is answered or the caller's request ends: its deadline passes, or
+ * its client goes (asked without the mutex, every WAIT_GONE_CHECK_MS). */
+static enum wait_end wait_answer(struct cma_backend_cache *c, struct entry *e,
+                                 const struct cma_call *call)
+{
+    int64_t deadline = call && call->deadline_ms > 0 ? call->deadline_ms : 0;
+    bool asks = call && call->gone;
+    int64_t next_ask = cma_clock_mono_ms() + WAIT_GONE_CHECK_MS;
+    while (!e->done) {
+        int64_t now = cma_clock_mono_ms();
+        if (deadline && now >= deadline)
+            return WAIT_LATE;
+        if (asks && now >= next_ask) {
+            pthread_mutex_unlock(&c->mu);
+            bool gone = cma_call_gone(call);
+            pthread_mutex_lock(&c->mu);
+            if (gone && !e->done)
+                return WAIT_GONE;
+            next_ask = now + WAIT_GONE_CHECK_MS;
+            continue;
+        }
+        int64_t until = asks ? next_ask : deadline;
+        if (deadline && deadline < until)
+            until = deadline;
+        if (until == 0) {
+            pthread_cond_wait(&c->done_cv, &c->mu);
+        } else {
+            struct timespec ts = mono_timespec(until);
+            pthread_cond_timedwait(&c->done_cv, &c->mu, &ts);
+        }
+    }
+    return WAIT_DONE;
+}
+
+/* The error of a caller that left before the answer (its own request ended). */
+static enum cma_errc left_error(const struct wrapped *w, const struct entry *e, enum wait_end why,
+                                const struct cma_call *call, int64_t started,
+                                struct cma_err *reterr)
+{
+    const char *name = cma_backend_name(&w->inner);
+    long long waited = (long long)(cma_clock_mono_ms() - started);
+    if (why == WAIT_GONE)
+        return cma_err_set(reterr, CMA_ERR_BACKEND_TIMEOUT,
+                           "backend %s: the query abandoned after %lld ms: the client of the "
+                           "request closed its connection",
+                           name, waited);
+    char limit[32];
+    cma_duration_format(call->window_ms > 0 ? call->window_ms : waited, limit, sizeof(limit));
+    if (!atomic_load(&e->sent))
+        return cma_err_set(reterr, CMA_ERR_TOO_MANY_REQUESTS,
+                           "backend %s: the query still waits for a query slot "
+                           "(--prometheus-max-concurrent-queries) at the request's deadline "
+                           "(%s); retry shortly",
+                           name, limit);
+    return cma_err_set(reterr, CMA_ERR_BACKEND_TIMEOUT,
+                       "backend %s did not answer within %s (the request's deadline; the query "
+                       "goes on for the requests that allow longer)",
+                       name, limit);
 }
 
 static void release(struct cma_backend_cache *c, struct entry *e)
@@ -550,44 +775,37 @@ static enum cma_errc take(const struct wrapped *w, const struct entry *e,
     return e->rc;
 }
 
-/* One round of a query through the table: joins or leads it; *reask when the query ended with
- * the leader's own request, not the backend, and this caller should ask again. */
-static enum cma_errc join_once(const struct wrapped *w, const char *promql, int64_t time_ms,
-                               const struct cma_keep *keep, bool may_reask, bool *reask,
-                               struct cma_prom_result **ret, struct cma_err *reterr)
-{
-    struct cma_backend_cache *c = w->cache;
-    const struct cma_keep *shared_keep = keep && keep->fn ? keep : NULL;
-    const struct cma_call *call = keep ? keep->call : NULL;
-    bool leader = false;
-    struct entry *e =
-        join_or_lead(c, w, promql, shared_keep ? shared_keep->id : NULL, time_ms, &leader);
-    if (!e)
-        return direct(w, promql, time_ms, keep, ret, reterr);
-    if (leader) {
-        /* the leader's own request bounds the query (its deadline, its client still there) */
-        struct cma_keep lead_keep = shared_keep ? *shared_keep : (struct cma_keep){0};
-        lead_keep.call = call;
-        lead(c, e, lead_keep.fn || lead_keep.call ? &lead_keep : NULL);
-    }
-    /* e is finished and immutable now; our reference keeps it. */
-    *reask = !leader && e->leader_ended && may_reask && !call_over(call);
-    enum cma_errc rc = *reask ? CMA_OK : take(w, e, shared_keep, ret, reterr);
-    release(c, e);
-    return rc;
-}
-
 static enum cma_errc cached_query(void *ctx, const char *promql, int64_t time_ms,
                                   const struct cma_keep *keep, struct cma_prom_result **ret,
                                   struct cma_err *reterr)
 {
     const struct wrapped *w = ctx;
+    struct cma_backend_cache *c = w->cache;
     if (keep && keep->fn && !keep->id) /* a filter nobody can match: not shared */
         return direct(w, promql, time_ms, keep, ret, reterr);
-    bool reask = true;
-    enum cma_errc rc = CMA_OK;
-    for (int asked = 0; reask; asked++)
-        rc = join_once(w, promql, time_ms, keep, asked < MAX_REASKS, &reask, ret, reterr);
+    const struct cma_keep *shared_keep = keep && keep->fn ? keep : NULL;
+    const struct cma_call *call = keep ? keep->call : NULL;
+    int64_t started = cma_clock_mono_ms();
+    struct waiter me = {shared_keep, NULL, false};
+    bool send = false;
+    struct entry *e = join(c, w, promql, shared_keep ? shared_keep->id : NULL, time_ms, &me, &send);
+    if (!e)
+        return direct(w, promql, time_ms, keep, ret, reterr);
+    if (send)
+        run_query(c, e);
+    struct entry *garbage = NULL;
+    pthread_mutex_lock(&c->mu);
+    enum wait_end end = wait_answer(c, e, call);
+    if (me.listed)
+        remove_waiter(c, e, &me, &garbage);
+    if (end != WAIT_DONE)
+        c->stats.left++;
+    pthread_mutex_unlock(&c->mu);
+    free_garbage(garbage);
+    /* e is finished and immutable now (or this caller has left it); our reference keeps it. */
+    enum cma_errc rc = end == WAIT_DONE ? take(w, e, shared_keep, ret, reterr)
+                                        : left_error(w, e, end, call, started, reterr);
+    release(c, e);
     return rc;
 }
 
@@ -612,6 +830,25 @@ static const struct cma_backend_ops CACHED_OPS = {
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
+/* The three condition variables, on CLOCK_MONOTONIC (the waits' deadlines are on it). */
+static bool init_conds(struct cma_backend_cache *c)
+{
+    pthread_condattr_t attr;
+    if (pthread_condattr_init(&attr) != 0)
+        return false;
+    bool ok = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0;
+    int made = 0;
+    pthread_cond_t *conds[] = {&c->done_cv, &c->job_cv, &c->exit_cv};
+    while (ok && made < 3 && pthread_cond_init(conds[made], &attr) == 0)
+        made++;
+    pthread_condattr_destroy(&attr);
+    if (made == 3)
+        return true;
+    while (made > 0)
+        pthread_cond_destroy(conds[--made]);
+    return false;
+}
+
 enum cma_errc cma_backend_cache_new(const struct cma_backend_cache_config *cfg,
                                     struct cma_backend_cache **ret, struct cma_err *reterr)
 {
@@ -627,11 +864,11 @@ enum cma_errc cma_backend_cache_new(const struct cma_backend_cache_config *cfg,
         free(buckets);
         return cma_err_set(reterr, CMA_ERR_NOMEM, "cannot create the query cache's mutex");
     }
-    if (pthread_cond_init(&c->done_cv, NULL) != 0) {
+    if (!init_conds(c)) {
         pthread_mutex_destroy(&c->mu);
         free(c);
         free(buckets);
-        return cma_err_set(reterr, CMA_ERR_NOMEM, "cannot create the query cache's condition");
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "cannot create the query cache's conditions");
     }
     int64_t ttl = cfg ? cfg->ttl_ms : CMA_BACKEND_CACHE_DEFAULT_TTL_MS;
     c->ttl_ms = ttl < 0 ? 0 : ttl > MAX_TTL_MS ? MAX_TTL_MS : ttl;
@@ -644,10 +881,23 @@ enum cma_errc cma_backend_cache_new(const struct cma_backend_cache_config *cfg,
     return CMA_OK;
 }
 
+/* Stops the runners: each finishes the query it sends (one nobody waits for stops at its next
+ * gone() question) and exits; waits until all have. */
+static void stop_runners(struct cma_backend_cache *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->stopping = true;
+    pthread_cond_broadcast(&c->job_cv);
+    while (c->n_runners > 0)
+        pthread_cond_wait(&c->exit_cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
 void cma_backend_cache_free(struct cma_backend_cache *c)
 {
     if (!c)
         return;
+    stop_runners(c);
     struct entry *garbage = NULL;
     for (size_t i = 0; i < c->n_buckets; i++)
         while (c->buckets[i])
@@ -660,6 +910,8 @@ void cma_backend_cache_free(struct cma_backend_cache *c)
     }
     free(c->buckets);
     pthread_cond_destroy(&c->done_cv);
+    pthread_cond_destroy(&c->job_cv);
+    pthread_cond_destroy(&c->exit_cv);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }

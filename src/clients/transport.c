@@ -398,6 +398,8 @@ enum cma_errc cma_transport_perform(struct cma_transport *t, const struct cma_ht
     int64_t timeout_ms = cma_call_budget_ms(req->call, req->timeout_ms, now);
     if (timeout_ms <= 0 || cma_call_gone(req->call))
         return too_late(t, req, timeout_ms <= 0, reterr);
+    if (req->call && req->call->on_send)
+        req->call->on_send(req->call->on_send_ctx);
     struct transfer x = {.h = req->dedicated ? curl_easy_init() : cma_curl_pool_take(t->pool),
                          .timeout_ms = timeout_ms,
                          .shown_ms = said_limit(req, timeout_ms),

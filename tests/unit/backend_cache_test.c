@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "cma/backend_cache.h"
+#include "cma/clock.h"
 
 /* Three pods, one value each; VALUE is substituted so a test can tell answers apart. */
 #define BODY(value)                                                                                \
@@ -41,8 +42,31 @@ struct stub {
     const char *body;          /* the answer */
     int64_t *clock;            /* advanced by advance_ms during each query (a slow backend) */
     int64_t advance_ms;
+    bool hold_before_send; /* hold before the query is sent (a wait for a query slot) */
+    int abandoned;         /* held queries that ended because their call's client had gone */
     struct cma_prom_budget budget;
 };
+
+/* Holds the query until released, or until its call's client has gone (as the transport, which
+ * aborts a transfer nobody waits for); true in that case. Mutex held. */
+static bool stub_hold(struct stub *s, const struct cma_call *call)
+{
+    while (s->hold && !s->released) {
+        if (cma_call_gone(call)) {
+            s->abandoned++;
+            return true;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 5000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->cv, &s->mu, &until);
+    }
+    return false;
+}
 
 static enum cma_errc decode(struct stub *s, const char *body, cma_sample_keep_fn keep,
                             void *keep_ctx, struct cma_prom_result **ret, struct cma_err *err)
@@ -70,8 +94,15 @@ static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
     s->inside++;
     s->calls_with_keep += keep != NULL;
     pthread_cond_broadcast(&s->cv);
-    while (s->hold && !s->released)
-        pthread_cond_wait(&s->cv, &s->mu);
+    const struct cma_call *call = filter ? filter->call : NULL;
+    if (!s->hold_before_send && call && call->on_send) /* as the transport does */
+        call->on_send(call->on_send_ctx);
+    if (stub_hold(s, call)) {
+        s->inside--;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        return cma_err_set(reterr, CMA_ERR_BACKEND_TIMEOUT, "stub: abandoned");
+    }
     if (s->clock)
         *s->clock += s->advance_ms;
     const char *body = s->body;
@@ -149,6 +180,18 @@ static void stub_wait_inside(struct stub *s, int inside)
     until.tv_sec += 60;
     pthread_mutex_lock(&s->mu);
     while (s->inside < inside)
+        assert_int_equal(pthread_cond_timedwait(&s->cv, &s->mu, &until), 0);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Waits until `n` held queries ended because nobody waited for them (liveness bound only). */
+static void stub_wait_abandoned(struct stub *s, int n)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 60;
+    pthread_mutex_lock(&s->mu);
+    while (s->abandoned < n)
         assert_int_equal(pthread_cond_timedwait(&s->cv, &s->mu, &until), 0);
     pthread_mutex_unlock(&s->mu);
 }
@@ -426,33 +469,123 @@ static bool flag_set(const void *ctx)
     return __atomic_load_n((const bool *)ctx, __ATOMIC_SEQ_CST);
 }
 
-static void test_cma_backend_cache__waiters_ask_again_when_the_leaders_client_goes(void **state)
+/* A caller whose client goes leaves at once, alone: the query it started goes on for the others,
+ * with another waiter's filter (the one that left is never called again: its pod list is spoilt
+ * before the answer is decoded), and goes out once. */
+static void test_cma_backend_cache__a_caller_whose_client_goes_leaves_alone(void **state)
 {
     (void)state;
     struct fixture f;
     fixture_init(&f, 5000, 0);
     f.stub.hold = true;
-    f.stub.fail = CMA_ERR_BACKEND_TIMEOUT; /* what the transport answers for a gone client */
-    f.stub.fail_first = 1;
-    bool leader_gone = false;
-    struct cma_call leader_call = {.gone = flag_set, .gone_ctx = &leader_gone};
+    bool first_gone = false;
+    struct cma_call first_call = {.gone = flag_set, .gone_ctx = &first_gone};
+    const char *first_pods[] = {"a", "c", NULL};
     struct caller c[N_CALLERS];
     c[0] = (struct caller){
-        .f = &f, .promql = "sum(up) by (pod)", .pods = A_AND_C, .call = &leader_call};
+        .f = &f, .promql = "sum(up) by (pod)", .pods = first_pods, .call = &first_call};
     assert_int_equal(pthread_create(&c[0].thread, NULL, caller_run, &c[0]), 0);
-    stub_wait_inside(&f.stub, 1); /* c[0] leads */
+    stub_wait_inside(&f.stub, 1); /* c[0]'s query is in the backend, with its filter */
     start_callers(&c[1], N_CALLERS - 1, &f, "sum(up) by (pod)", false);
     wait_coalesced(&f, N_CALLERS - 1);
-    __atomic_store_n(&leader_gone, true, __ATOMIC_SEQ_CST); /* its client closes the connection */
+    __atomic_store_n(&first_gone, true, __ATOMIC_SEQ_CST); /* its client closes the connection */
+    assert_int_equal(pthread_join(c[0].thread, NULL), 0);  /* it returns, the query still held */
+    assert_int_equal(c[0].rc, CMA_ERR_BACKEND_TIMEOUT);
+    assert_non_null(strstr(c[0].err.msg, "abandoned after"));
+    assert_non_null(strstr(c[0].err.msg, "the client of the request closed its connection"));
+    assert_null(c[0].result);
+    first_pods[0] = first_pods[1] = "spoilt"; /* its filter would now keep nothing */
+    assert_int_equal(stats_of(&f).left, 1);
     stub_release(&f.stub);
-    join_callers(c, N_CALLERS);
-    assert_int_equal(c[0].rc, CMA_ERR_BACKEND_TIMEOUT); /* the leader's own request ended */
-    for (size_t i = 1; i < N_CALLERS; i++) {            /* the others asked again, once */
+    join_callers(&c[1], N_CALLERS - 1);
+    for (size_t i = 1; i < N_CALLERS; i++) {
         char got[64];
         assert_int_equal(c[i].rc, CMA_OK);
         assert_string_equal(pods_of(c[i].result, got, sizeof(got)), "a,c");
         cma_prom_result_free(c[i].result);
     }
+    assert_int_equal(stub_calls(&f.stub), 1);
+    assert_int_equal(f.stub.abandoned, 0);
+    fixture_done(&f);
+}
+
+/* ?timeout=2s does not fail the callers that allow longer: a caller ends at its own deadline
+ * (its answer says the backend did not answer within it) while the shared query goes on and
+ * answers the others; no second query. */
+static void test_cma_backend_cache__a_short_deadline_fails_only_its_caller(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    f.stub.hold = true;
+    struct cma_call short_call = {.deadline_ms = cma_clock_mono_ms() + 50, .window_ms = 50};
+    struct caller c[3];
+    c[0] = (struct caller){
+        .f = &f, .promql = "sum(up) by (pod)", .pods = A_AND_C, .call = &short_call};
+    assert_int_equal(pthread_create(&c[0].thread, NULL, caller_run, &c[0]), 0);
+    stub_wait_inside(&f.stub, 1);
+    start_callers(&c[1], 2, &f, "sum(up) by (pod)", false); /* no deadline of their own */
+    wait_coalesced(&f, 2);
+    assert_int_equal(pthread_join(c[0].thread, NULL), 0); /* ends with the query still held */
+    assert_int_equal(c[0].rc, CMA_ERR_BACKEND_TIMEOUT);
+    assert_non_null(strstr(c[0].err.msg, "backend stub did not answer within 50ms"));
+    stub_release(&f.stub);
+    join_callers(&c[1], 2);
+    for (size_t i = 1; i < 3; i++) {
+        assert_int_equal(c[i].rc, CMA_OK);
+        cma_prom_result_free(c[i].result);
+    }
+    assert_int_equal(stub_calls(&f.stub), 1);
+    assert_int_equal(stats_of(&f).left, 1);
+    fixture_done(&f);
+}
+
+/* A caller whose deadline passes while the query still waits to be sent (a query slot) gets 429,
+ * as the concurrency bound answers: it may retry; nothing reached the backend for it. */
+static void test_cma_backend_cache__a_deadline_before_the_query_is_sent_is_429(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    f.stub.hold = true;
+    f.stub.hold_before_send = true;
+    struct cma_call short_call = {.deadline_ms = cma_clock_mono_ms() + 50, .window_ms = 50};
+    struct caller c = {.f = &f, .promql = "sum(up) by (pod)", .pods = A_AND_C, .call = &short_call};
+    assert_int_equal(pthread_create(&c.thread, NULL, caller_run, &c), 0);
+    assert_int_equal(pthread_join(c.thread, NULL), 0);
+    assert_int_equal(c.rc, CMA_ERR_TOO_MANY_REQUESTS);
+    assert_non_null(strstr(c.err.msg, "--prometheus-max-concurrent-queries"));
+    stub_release(&f.stub);
+    fixture_done(&f); /* waits for the runner, whose query nobody waits for */
+}
+
+/* When every caller has gone the shared query is cancelled (its call's gone() says so), and the
+ * next request starts a query of its own rather than joining the abandoned one. */
+static void test_cma_backend_cache__a_query_nobody_waits_for_stops(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    f.stub.hold = true;
+    bool gone = false;
+    struct cma_call call = {.gone = flag_set, .gone_ctx = &gone};
+    struct caller c[2];
+    for (size_t i = 0; i < 2; i++)
+        c[i] =
+            (struct caller){.f = &f, .promql = "sum(up) by (pod)", .pods = A_AND_C, .call = &call};
+    assert_int_equal(pthread_create(&c[0].thread, NULL, caller_run, &c[0]), 0);
+    stub_wait_inside(&f.stub, 1);
+    assert_int_equal(pthread_create(&c[1].thread, NULL, caller_run, &c[1]), 0);
+    wait_coalesced(&f, 1);
+    __atomic_store_n(&gone, true, __ATOMIC_SEQ_CST); /* both clients close their connections */
+    join_callers(c, 2);
+    assert_int_equal(c[0].rc, CMA_ERR_BACKEND_TIMEOUT);
+    assert_int_equal(c[1].rc, CMA_ERR_BACKEND_TIMEOUT);
+    stub_wait_abandoned(&f.stub, 1); /* the backend saw the query end */
+    pthread_mutex_lock(&f.stub.mu);
+    f.stub.hold = false;
+    pthread_mutex_unlock(&f.stub.mu);
+    assert_true(query_value(&f, "sum(up) by (pod)", T0) == 1.0); /* a query of its own */
     assert_int_equal(stub_calls(&f.stub), 2);
     fixture_done(&f);
 }
@@ -724,7 +857,10 @@ int main(void)
         cmocka_unit_test(test_cma_backend_cache__different_filters_go_out_separately),
         cmocka_unit_test(test_cma_backend_cache__different_promql_go_out_separately),
         cmocka_unit_test(test_cma_backend_cache__errors_reach_every_waiter_and_are_not_cached),
-        cmocka_unit_test(test_cma_backend_cache__waiters_ask_again_when_the_leaders_client_goes),
+        cmocka_unit_test(test_cma_backend_cache__a_caller_whose_client_goes_leaves_alone),
+        cmocka_unit_test(test_cma_backend_cache__a_short_deadline_fails_only_its_caller),
+        cmocka_unit_test(test_cma_backend_cache__a_deadline_before_the_query_is_sent_is_429),
+        cmocka_unit_test(test_cma_backend_cache__a_query_nobody_waits_for_stops),
         cmocka_unit_test(test_cma_backend_cache__a_backend_error_is_not_asked_again),
         cmocka_unit_test(test_cma_backend_cache__serves_an_answer_until_its_ttl),
         cmocka_unit_test(test_cma_backend_cache__ttl_zero_keeps_nothing),
