@@ -14,7 +14,9 @@
 #     data-parallel engines), a TGIS-style server printing vllm: and tgi_ names for one queue, a
 #     plain TGI server; Triton with a model whose latency counters are off.
 # Expected values: tests/lib/pack_coverage_oracle.py, in Python from the generated samples, never
-# from PromQL. The same data is loaded into a real Prometheus and into VictoriaMetrics, and the
+# from PromQL. The series are written as Prometheus stores them after a scrape (target labels,
+# exported_* for honor_labels: false, `up`); the same data is backfilled into a real Prometheus
+# and imported into VictoriaMetrics, and the
 # adapter with --config=config/packs must serve exactly the oracle's values from both (so the
 # rendered queries are checked by both engines). The oracle also computes what the packs served
 # before issue 22 for a few keys: the test checks those differ, so the data can tell them apart.
@@ -24,9 +26,9 @@ cd "$(dirname "$0")/../.." || exit 1
 source tests/lib/common.sh
 
 C=/apis/custom.metrics.k8s.io/v1beta1
+E=/apis/external.metrics.k8s.io/v1beta1
 # PACKS_DIR: the packs under test (default config/packs; e.g. an older copy, to see it fail).
 PACKS_DIR=${PACKS_DIR:-config/packs}
-E=/apis/external.metrics.k8s.io/v1beta1
 OUT="$CMA_TMP/coverage"
 python3 tests/lib/gen_pack_coverage.py "$OUT" || exit 1
 ORACLE="$OUT/expected.json"
