@@ -313,6 +313,16 @@ def grammar_cases():
     ]
     for i, q in enumerate(misc):
         add("misc-%d" % i, q)
+    # Sizes around our limits (include/cma/promql.h: 64 KiB of text, nesting depth); Prometheus
+    # has none of them (and its pretty printer is slow on deep trees: no deeper cases than these).
+    for n in (90, 150):
+        add("deep-parens-%d" % n, "(" * n + "x" + ")" * n)
+        add("deep-calls-%d" % n, "abs(" * n + "x" + ")" * n)
+        add("deep-signs-%d" % n, "-" * n + "x")
+        add("deep-subqueries-%d" % n, "max_over_time(" * (n // 3) + "x" + "[5m:])" * (n // 3))
+    add("long-60k", 'x{a="%s"}' % ("a" * 60000))
+    add("long-70k", 'x{a="%s"}' % ("a" * 70000))
+    add("many-terms", " + ".join(["x%d" % i for i in range(150)]))
     return cases
 
 

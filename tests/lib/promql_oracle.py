@@ -67,6 +67,9 @@ P3_FUNCTIONS = ["sort_by_label", "sort_by_label_desc", "limitk", "limit_ratio", 
 P3_RE = re.compile(r'[{,]\s*("|\'|`)|\b(%s)\s*\(' % "|".join(P3_FUNCTIONS))
 # Inputs Prometheus 2.42 accepts and we refuse on purpose: (predicate, why).
 STRICTER = [
+    (lambda q: len(q.encode("utf-8")) > 65536, "longer than CMA_PROMQL_MAX_BYTES (64 KiB)"),
+    (lambda q: nesting(q) > 100,
+     "nested deeper than CMA_PROMQL_MAX_DEPTH (200 levels; a parenthesis or a sign takes two)"),
     (lambda q: re.search(r"\[[^\]:]*\d(?:ms|[smhdwy])\s+[a-zA-Z_]", q) is not None,
      "2.42's lexer reads a word after a range's duration as ':' (x[5m s] is x[5m:]), a bug"),
 ]
@@ -94,6 +97,29 @@ def strip_comments(q):
         out.append(ch)
         i += 1
     return "".join(out)
+
+
+def nesting(q):
+    """The deepest nesting of parentheses, or the longest run of signs, of comment-free text."""
+    deepest = depth = signs = 0
+    quote = None
+    for i, ch in enumerate(q):
+        if quote:
+            if ch == quote and (quote == "`" or q[i - 1] != "\\"):
+                quote = None
+            continue
+        if ch in "\"'`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch in "+-":
+            signs += 1
+        elif not ch.isspace():
+            signs = 0
+        deepest = max(deepest, depth, signs)
+    return deepest
 
 
 def documented_p3(q):
@@ -790,7 +816,8 @@ def cmd_data(argv):
     sample += rnd.sample([r for r in rows if r["src"].startswith("gen:")],
                          min(400, sum(1 for r in rows if r["src"].startswith("gen:"))))
     canon = full.fmt_many([r["q"] for r in sample])
-    cases += [(r["q"], "", r["src"]) for r, (ok, _) in zip(sample, canon) if ok]
+    cases += [(r["q"], "", r["src"]) for r, (ok, _) in zip(sample, canon)
+              if ok and not documented_stricter(r["q"])]
     qs = [c[0] for c in cases]
     enf = run_cli(cli, ["enforce", "namespace", NS], qs)
     orig_full = full.query_many(qs, t)
