@@ -415,9 +415,6 @@ static enum cma_errc lex_token(struct pq_lexer *lx, struct pq_token *t, bool aft
     int c = peek_at(lx, lx->pos);
     if (c < 0)
         return CMA_OK; /* PQ_EOF */
-    if (after_bracket && !is_digit(c) && c != '.')
-        return cma_pq_error_at(reterr, CMA_ERR_RULE, lx->src, lx->pos,
-                               "missing unit character in duration");
     if (c == '"' || c == '\'' || c == '`')
         return lex_string(lx, t, reterr);
     if (is_digit(c) || (c == '.' && is_digit(peek_at(lx, lx->pos + 1))))
@@ -437,6 +434,10 @@ enum cma_errc cma_pq_lex_next(struct pq_lexer *lx, struct pq_token *ret, struct 
 {
     bool after_bracket = lx->after_lbracket;
     skip_space_and_comments(lx);
+    int c = peek_at(lx, lx->pos);
+    if (after_bracket && c >= 0 && !is_digit(c) && c != '.')
+        return cma_pq_error_at(reterr, CMA_ERR_RULE, lx->src, lx->pos,
+                               "missing unit character in duration");
     struct pq_token t = {.type = PQ_EOF, .pos = lx->pos};
     enum cma_errc rc = lex_token(lx, &t, after_bracket, reterr);
     if (rc != CMA_OK)
