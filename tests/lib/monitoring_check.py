@@ -24,8 +24,8 @@
       ServiceMonitor or PodMonitor endpoint in MONITOR.yaml says: scheme, path, TLS
       (insecureSkipVerify, serverName), the bearer token (bearerTokenFile, or the Secret an
       `authorization` names: both stand for the Prometheus service account's token, which is
-      TOKEN_FILE here), and the relabelings (only `replace` with targetLabel/replacement, which is
-      what the chart renders). Fails on a field it does not translate, so nothing is left out
+      TOKEN_FILE here), relabelings and metricRelabelings. The target gets the label
+      monitor=<kind>, so that one Prometheus can scrape it through both monitors at once. Fails on a field it does not translate, so nothing is left out
       silently.
 """
 import json
@@ -157,12 +157,30 @@ def cmd_alerts(rules_path, doc_path, test_path):
     return 1 if problems else 0
 
 
+RELABEL_KEYS = {"action": "action", "sourceLabels": "source_labels", "separator": "separator",
+                "targetLabel": "target_label", "regex": "regex", "replacement": "replacement",
+                "modulus": "modulus"}
+
+
+def relabel_config(r):
+    """The Operator's RelabelConfig (camelCase) as Prometheus' relabel_config; the Operator
+    lower-cases the action, as Prometheus expects it."""
+    unknown = set(r) - set(RELABEL_KEYS)
+    if unknown:
+        raise SystemExit(f"relabeling fields not translated: {sorted(unknown)}")
+    out = {RELABEL_KEYS[k]: v for k, v in r.items()}
+    if "action" in out:
+        out["action"] = out["action"].lower()
+    return out
+
+
 def cmd_scrape_config(monitor_path, target, token_file, out_path):
     mon = next(d for d in load_all(monitor_path) if d.get("kind") in ("ServiceMonitor", "PodMonitor"))
     eps = mon["spec"].get("endpoints") or mon["spec"].get("podMetricsEndpoints")
     ep = dict(eps[0])
     job = {"job_name": f'{mon["kind"]}/{mon["metadata"]["namespace"]}/{mon["metadata"]["name"]}',
-           "static_configs": [{"targets": [target]}]}
+           # monitor=<kind>: the test scrapes the same target through both monitors at once
+           "static_configs": [{"targets": [target], "labels": {"monitor": mon["kind"]}}]}
     job["scheme"] = ep.pop("scheme", "http")
     job["metrics_path"] = ep.pop("path", "/metrics")
     ep.pop("port")  # TARGET stands for the named port the Operator resolves
@@ -187,14 +205,10 @@ def cmd_scrape_config(monitor_path, target, token_file, out_path):
         raise SystemExit(f"tlsConfig fields not translated: {sorted(tls)}")
     if tc:
         job["tls_config"] = tc
-    relabel = []
-    for r in ep.pop("relabelings", []):
-        if r.get("action", "replace") != "replace" or set(r) - {"action", "targetLabel", "replacement"}:
-            raise SystemExit(f"relabeling not translated: {r}")
-        relabel.append({"action": "replace", "target_label": r["targetLabel"],
-                        "replacement": r["replacement"]})
-    if relabel:
-        job["relabel_configs"] = relabel
+    for key, pkey in (("relabelings", "relabel_configs"), ("metricRelabelings", "metric_relabel_configs")):
+        configs = [relabel_config(r) for r in ep.pop(key, [])]
+        if configs:
+            job[pkey] = configs
     if ep:
         raise SystemExit(f"endpoint fields not translated: {sorted(ep)}")
     with open(out_path, "w") as f:
