@@ -1,7 +1,7 @@
 /* promql_lex.c: the PromQL lexer and the literal decoders (strings, numbers, durations).
  *
  * Owns what Prometheus' promql/parser/lex.go decides: which bytes form one token, keywords
- * (case-insensitive; "inf" and "nan" are numbers), comments ("# ..." to the end of the line),
+ * (case-insensitive; "inf" and "nan" are numbers), comments ("# ..." to '\n' or '\r'),
  * the two lexical contexts (inside braces every word is a plain label name and ':' is refused;
  * right after '[' a number must carry a duration unit), string escapes (Go's, checked while
  * scanning so the error points at the string), and model.ParseDuration. Positions are byte
@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cma/utf8.h"
 #include "promql_internal.h"
@@ -362,7 +363,8 @@ static void skip_space_and_comments(struct pq_lexer *lx)
         if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
             lx->pos++;
         } else if (c == '#' && !lx->after_lbracket) {
-            while (lx->pos < lx->len && lx->src[lx->pos] != '\n')
+            /* a comment ends at '\r' too, as in Prometheus' lexer */
+            while (lx->pos < lx->len && lx->src[lx->pos] != '\n' && lx->src[lx->pos] != '\r')
                 lx->pos++;
         } else {
             break;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cma/promql.h"
 #include "cma/unicode.h"
@@ -224,7 +225,29 @@ static enum cma_errc append_mods(struct cma_buf *out, const struct pq_mods *m)
     return rc;
 }
 
-/* a label name: bare when it is a legacy name, quoted otherwise (Prometheus 3) */
+/* Words the lexer reads as something else wherever a name can stand (case-insensitive):
+ * numbers everywhere, and the binary-operator keywords that can never be a metric name. */
+static bool is_reserved(const struct pq_str *name, bool metric)
+{
+    static const char *const words[] = {"inf",        "nan",         "on",   "ignoring",
+                                        "group_left", "group_right", "bool", "atan2"};
+    size_t n = metric ? sizeof(words) / sizeof(words[0]) : 2;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(words[i]) == name->len && strncasecmp(words[i], name->s, name->len) == 0)
+            return true;
+    return false;
+}
+
+/* a grouping label: bare when it is a legacy name the lexer reads back as one, quoted otherwise
+ * (Prometheus 3); matcher names are always read as names inside braces */
+static enum cma_errc append_grouping_label(struct cma_buf *out, const struct pq_str *name)
+{
+    if (cma_pq_is_label_name(name->s, name->len) && !is_reserved(name, false))
+        return cma_buf_append(out, name->s, name->len);
+    return cma_pq_quote(out, name->s, name->len);
+}
+
+/* a matcher's label name: bare when it is a legacy name, quoted otherwise (Prometheus 3) */
 static enum cma_errc append_label(struct cma_buf *out, const struct pq_str *name)
 {
     if (cma_pq_is_label_name(name->s, name->len))
@@ -305,7 +328,8 @@ static enum cma_errc append_matchers(struct cma_buf *out, const struct pq_node *
 static enum cma_errc append_selector(struct cma_buf *out, const struct pq_node *n, bool mods)
 {
     const struct pq_str *name = &n->u.sel.name;
-    bool legacy = name->len == 0 || cma_pq_is_metric_name(name->s, name->len);
+    bool legacy =
+        name->len == 0 || (cma_pq_is_metric_name(name->s, name->len) && !is_reserved(name, true));
     enum cma_errc rc = CMA_OK;
     if (legacy)
         rc = cma_buf_append(out, name->s, name->len);
@@ -340,7 +364,7 @@ static enum cma_errc append_labels(struct cma_buf *out, const struct pq_labels *
         if (i > 0)
             rc = cma_buf_appends(out, ", ");
         if (rc == CMA_OK)
-            rc = append_label(out, &l->items[i]);
+            rc = append_grouping_label(out, &l->items[i]);
     }
     return rc == CMA_OK ? cma_buf_appendc(out, ')') : rc;
 }

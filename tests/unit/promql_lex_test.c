@@ -87,6 +87,9 @@ static void test_lex__comments_and_space(void **state)
     (void)state;
     assert_string_equal(kinds("x # a comment { [ \"\n+ y"), "ioi");
     assert_string_equal(kinds("# only a comment"), "");
+    /* '\r' ends a comment, as in Prometheus: the text after it is read */
+    assert_string_equal(kinds("no#d\re_load1"), "ii");
+    assert_string_equal(kinds("x #c\r+ y"), "ioi");
     assert_string_equal(kinds("\tx\r\n\n  +\ty  "), "ioi");
     assert_string_equal(kinds("x#c\n#d\n{a=\"b\"}"), "ioioso"); /* comment hides nothing */
 }

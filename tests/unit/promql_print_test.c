@@ -66,6 +66,11 @@ static void test_print__selectors(void **state)
     assert_canonical("{\"my.metric\", \"a.b\"=\"x\", c=\"d\"}",
                      "{\"my.metric\",\"a.b\"=\"x\",c=\"d\"}");
     assert_canonical("{\"my.metric\"}", "{\"my.metric\"}");
+    /* names the lexer would read as a keyword or a number stay quoted (found by fuzzing) */
+    assert_canonical("{\"ignoring\"}", "{\"ignoring\"}");
+    assert_canonical("{\"Inf\", a=\"b\"}", "{\"Inf\",a=\"b\"}");
+    assert_canonical("{\"sum\"}", "sum");
+    assert_canonical("sum by (\"nan\", \"on\") (x)", "sum by (\"nan\", on) (x)");
 }
 
 static void test_print__modifiers(void **state)
