@@ -19,7 +19,9 @@
 #     deploy/ and in the chart under its metricRules values; no --enable-metric-rules in any
 #     Deployment yet (the adapter does not know the flag).
 #  5. The fake kube-apiserver's MetricRule paths (--metric-rules): kubectl discovers the resource
-#     (short name mr), creates and lists MetricRules; LIST shape, limit/continue; WATCH with
+#     (short name mr), explains its fields (/openapi/v3), creates MetricRules (--dry-run=server:
+#     Strict unknown fields, 422 naming the field) and lists them (the printer columns' Table,
+#     ACCEPTED and METRICS from status); LIST shape, limit/continue; WATCH with
 #     synthetic ADDED, MODIFIED/DELETED, BOOKMARK, a dropped watch (clean and cut), 410 Gone on
 #     watch, continue and Exact list; status subresource PUT/PATCH (409 on a stale
 #     resourceVersion, 415, 422 naming the field, spec untouched, no-op writes keep the
@@ -348,6 +350,20 @@ apply() { control apply -X POST -H 'Content-Type: application/yaml' --data-binar
 t_eq "kubectl api-resources: metricrules, short name mr, namespaced, kind MetricRule" \
   "metricrules mr metrics.custom-metrics-adapter.dev/v1alpha1 true MetricRule" \
   "$("${K[@]}" api-resources --api-group=metrics.custom-metrics-adapter.dev --no-headers 2>"$tmp/kubectl.err" | tr -s ' ')"
+t_eq "kubectl explain mr.spec.rules.metricsQuery (the fake publishes the CRD's schema in /openapi/v3)" \
+  "FIELD: metricsQuery <string> PromQL Go template" \
+  "$("${K[@]}" explain mr.spec.rules.metricsQuery 2>"$tmp/kubectl.err" | grep -E '^FIELD|PromQL' | sed 's/^ *//; s/ (<<.*//' | paste -sd' ')"
+t_eq "kubectl explain metricrules.status: its three fields" "conditions metrics observedGeneration" \
+  "$("${K[@]}" explain metricrules.status 2>"$tmp/kubectl.err" | sed -n 's/^  \([a-zA-Z]*\)\t.*/\1/p' | paste -sd' ')"
+t_eq "kubectl create --dry-run=server: a good example passes, nothing is stored" \
+  "metricrule.metrics.custom-metrics-adapter.dev/queue-depth|0" \
+  "$("${K[@]}" create --dry-run=server -o name -f tests/fixtures/metric-rules/good-queue-depth.yaml 2>"$tmp/kubectl.err")|$(kcurl "$BASE/metricrules" | jq '.items | length')"
+t_ok "kubectl create --dry-run=server: an unknown field is refused (kubectl sends fieldValidation=Strict)" \
+  grep -qF 'strict decoding error: unknown field "spec.rules[0].name.metricsQuery"' \
+  <<<"$("${K[@]}" create --dry-run=server -f tests/fixtures/metric-rules/bad-query-under-name.yaml 2>&1)"
+t_ok "kubectl create --dry-run=server: what the schema refuses is a 422 naming the field" \
+  grep -qF 'The MetricRule "filter-both" is invalid: spec.rules[0].seriesFilters[0]' \
+  <<<"$("${K[@]}" create --dry-run=server -f tests/fixtures/metric-rules/bad-filter-both.yaml 2>&1)"
 t_ok "kubectl create --dry-run=client accepts the good examples" \
   "${K[@]}" create --dry-run=client --validate=false -o name -f tests/fixtures/metric-rules/good-queue-depth.yaml \
   -f tests/fixtures/metric-rules/good-gpu-custom.yaml
@@ -511,6 +527,9 @@ t_eq "PUT status: 200, the status stored, spec and generation untouched, a new r
   "200 True queue_depth 2 max(<<.Series>>{<<.LabelMatchers>>}) by (queue) true" \
   "$(cat "$tmp/code") $(jq -r --arg rv "$cur_rv" '"\(.status.conditions[0].status) \(.status.metrics | join(",")) \(.metadata.generation) \(.spec.externalRules[0].metricsQuery) \(.metadata.resourceVersion != $rv)"' <<<"$out")"
 new_rv=$(jq -r .metadata.resourceVersion <<<"$out")
+t_eq "kubectl get mr -n shop: the printer columns show the status (a Table from the CRD's columns)" \
+  'NAME ACCEPTED METRICS|queue-depth True ["queue_depth"]' \
+  "$("${K[@]}" get mr -n shop 2>"$tmp/kubectl.err" | awk '{print $1, $2, $3}' | paste -sd'|')"
 t_json "GET reads the status back" "$(kcurl "$BASE/namespaces/shop/metricrules/queue-depth")" \
   '"\(.status.observedGeneration) \(.status.conditions[0].reason) \(.status.conditions[0].observedGeneration)"' "2 Accepted 2"
 jq --arg rv "$new_rv" '.metadata.resourceVersion = $rv' "$tmp/put.json" >"$tmp/put-same.json"

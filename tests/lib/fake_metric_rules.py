@@ -27,12 +27,19 @@ the same kind exists its body is reused:
   ends the watch. A resourceVersion older than the compaction point, or a compaction while the
   watch is open, gets the recorded ERROR 410 line (watch-pods-too-old-rv.jsonl, message
   restamped "too old resource version: N (C)") and the watch ends.
+- /openapi/v3 and /openapi/v3/apis/metrics.custom-metrics-adapter.dev/v1alpha1: the CRD's schema
+  as kube-apiserver publishes it (the resource's paths with their x-kubernetes-action and
+  x-kubernetes-group-version-kind, the schema under components.schemas), so that kubectl explain
+  works; the index lists this group only.
+- LIST and GET with Accept as=Table;g=meta.k8s.io;v=v1 (kubectl get): the Table kube-apiserver builds from
+  the CRD's additionalPrinterColumns (Name, Accepted, Metrics, Age).
 - GET of one object; 404 NotFound `metricrules.metrics.custom-metrics-adapter.dev "x" not found`
   with details {name, group, kind: metricrules}, shaped like the recorded pod 404.
 - POST to a namespace's collection: create (201, the object; 409 AlreadyExists shaped like the
   recorded pod one; 422 Invalid when the schema refuses it; status is dropped, as the status
   subresource makes the main resource ignore it). Unknown fields: 400 "strict decoding error"
-  with ?fieldValidation=Strict (what kubectl sends), else pruned.
+  with ?fieldValidation=Strict (what kubectl sends), else pruned. ?dryRun=All: checked and
+  answered, not stored.
 - The status subresource: PUT .../status (the whole object; metadata.resourceVersion, when given,
   must be the current one, else 409 Conflict "the object has been modified; please apply your
   changes to the latest version and try again") and PATCH .../status with
@@ -65,6 +72,7 @@ import copy
 import datetime
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -138,6 +146,39 @@ def json_patch(doc, ops):
             elif kind == "test" and parent[last] != op.get("value"):
                 raise PatchError("testing value %s failed: test failed" % op.get("path"))
     return doc
+
+
+def json_path(obj, path):
+    """The CRD printer columns' simple JSONPath: .a.b, .a[?(@.k=="v")].b. A list of results."""
+    values = [obj]
+    for step in re.findall(r'\.([A-Za-z0-9_]+)|\[\?\(@\.([A-Za-z0-9_]+)=="([^"]*)"\)\]', path):
+        name, key, want = step
+        out = []
+        for v in values:
+            if name and isinstance(v, dict) and name in v:
+                out.append(v[name])
+            elif key and isinstance(v, list):
+                out.extend(x for x in v if isinstance(x, dict) and x.get(key) == want)
+        values = out
+    return values
+
+
+def human_age(timestamp):
+    """apimachinery's duration.HumanDuration, to the minute's precision kubectl shows."""
+    try:
+        then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    except (TypeError, ValueError):
+        return "<invalid>"
+    seconds = max(0, int((datetime.datetime.now(datetime.timezone.utc) - then).total_seconds()))
+    if seconds < 120:
+        return "%ds" % seconds
+    minutes = seconds // 60
+    if minutes < 10:
+        return "%dm%ds" % (minutes, seconds % 60) if seconds % 60 else "%dm" % minutes
+    if minutes < 180:
+        return "%dm" % minutes
+    hours = minutes // 60
+    return "%dh" % hours if hours < 48 else "%dd" % (hours // 24)
 
 
 class DropWatch(ConnectionAbortedError):
@@ -270,7 +311,7 @@ class MetricRuleStore:
                 state[self.key(obj)] = obj
         return state
 
-    def create(self, body, namespace=None, strict=True):
+    def create(self, body, namespace=None, strict=True, dry_run=False):
         """Lock held. (object, None) or (None, error Response)."""
         obj, error = self.decode(sorted_json(body), strict)
         if error:
@@ -293,6 +334,8 @@ class MetricRuleStore:
             keep["namespace"], name, len(self.events)))), "generation": 1,
             "creationTimestamp": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})
         obj["metadata"] = keep
+        if dry_run:  # ?dryRun=All: validated and answered, not stored (no resourceVersion)
+            return obj, None
         return self._event("ADDED", obj), None
 
     def apply(self, body):
@@ -323,10 +366,70 @@ class MetricRuleStore:
 
     # -- routing -------------------------------------------------------------------------------
 
+    def openapi(self, parts):
+        """/openapi/v3 (the index, listing this group only) and /openapi/v3/apis/G/V: what
+        kube-apiserver publishes for the CRD (the schema under components.schemas, named by the
+        reversed group, with x-kubernetes-group-version-kind), enough for kubectl explain.
+        ObjectMeta and ListMeta are SYNTHESISED stubs (type and description only)."""
+        doc_path = "apis/%s/%s" % (GROUP, VERSION)
+        if parts == ["openapi", "v3"]:
+            return self.plain({"paths": {doc_path: {"serverRelativeURL": "/openapi/v3/%s?hash=%s" % (
+                doc_path, "FAKE" + uuid.uuid5(UUID_NAMESPACE, "openapi").hex[:12].upper())}}})
+        if parts != ["openapi", "v3", "apis", GROUP, VERSION]:
+            return None
+        prefix = ".".join(reversed(GROUP.split("."))) + "." + VERSION
+        meta = "io.k8s.apimachinery.pkg.apis.meta.v1."
+        schema = copy.deepcopy(self.crd_validate.served_version(self.crd)["schema"]["openAPIV3Schema"])
+        schema["properties"]["metadata"] = {
+            "description": "Standard object's metadata. More info: "
+                           "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+            "allOf": [{"$ref": "#/components/schemas/%sObjectMeta" % meta}]}
+        schema["x-kubernetes-group-version-kind"] = [{"group": GROUP, "kind": KIND, "version": VERSION}]
+        list_schema = {
+            "description": "MetricRuleList is a list of MetricRule", "type": "object", "required": ["items"],
+            "properties": {
+                "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."},
+                "items": {"type": "array", "items": {"$ref": "#/components/schemas/%s.%s" % (prefix, KIND)}},
+                "kind": {"type": "string", "description": "Kind is a string value representing the REST resource this object represents."},
+                "metadata": {"allOf": [{"$ref": "#/components/schemas/%sListMeta" % meta}]}},
+            "x-kubernetes-group-version-kind": [{"group": GROUP, "kind": KIND + "List", "version": VERSION}]}
+        gvk = {"group": GROUP, "kind": KIND, "version": VERSION}
+        ref = {"$ref": "#/components/schemas/%s.%s" % (prefix, KIND)}
+        list_ref = {"$ref": "#/components/schemas/%s.%sList" % (prefix, KIND)}
+
+        def op(action, verb_id, answer):
+            out = {"operationId": verb_id, "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk,
+                   "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": answer}}}}}
+            if action in ("post", "put", "patch"):  # kubectl looks for these to use server-side validation
+                out["parameters"] = [{"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+                                     for name in ("dryRun", "fieldManager", "fieldValidation")]
+            return out
+        base = "/apis/%s/%s" % (GROUP, VERSION)
+        one = base + "/namespaces/{namespace}/metricrules/{name}"
+        paths = {
+            base + "/metricrules": {"get": op("list", "listMetricRuleForAllNamespaces", list_ref)},
+            base + "/namespaces/{namespace}/metricrules": {
+                "get": op("list", "listNamespacedMetricRule", list_ref),
+                "post": op("post", "createNamespacedMetricRule", ref)},
+            one: {"get": op("get", "readNamespacedMetricRule", ref), "put": op("put", "replaceNamespacedMetricRule", ref),
+                  "patch": op("patch", "patchNamespacedMetricRule", ref),
+                  "delete": op("delete", "deleteNamespacedMetricRule", ref)},
+            one + "/status": {"get": op("get", "readNamespacedMetricRuleStatus", ref),
+                              "put": op("put", "replaceNamespacedMetricRuleStatus", ref),
+                              "patch": op("patch", "patchNamespacedMetricRuleStatus", ref)}}
+        doc = {"openapi": "3.0.0", "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
+               "paths": paths, "components": {"schemas": {
+                   "%s.%s" % (prefix, KIND): schema, "%s.%sList" % (prefix, KIND): list_schema,
+                   meta + "ObjectMeta": {"type": "object", "description": "ObjectMeta is metadata that all persisted resources must have."},
+                   meta + "ListMeta": {"type": "object", "description": "ListMeta describes metadata that synthetic resources must have."}}}}
+        return self.plain(doc)
+
     def dispatch(self, method, parts, params, headers, body):
         """A Response for MetricRule paths and the controls, None for anything else."""
         if parts[:2] == ["__fake", "metricrules"]:
             return self.control(method, parts[2:], params, body)
+        if parts[:2] == ["openapi", "v3"] and method in ("GET", "HEAD"):
+            return self.openapi(parts)
         if parts[:3] != ["apis", GROUP, VERSION] or len(parts) < 4:
             return None
         rest = parts[3:]
@@ -346,19 +449,22 @@ class MetricRuleStore:
         if name is None and method == "POST" and namespace is not None:
             with self.cond:
                 obj, error = self.create(json.loads(body or b"{}"), namespace,
-                                         strict=params.get("fieldValidation") == "Strict")
+                                         strict=params.get("fieldValidation") == "Strict",
+                                         dry_run=params.get("dryRun") == "All")
             return error if error else self.respond(obj, 201)
         if method not in ("GET", "HEAD"):
             return None  # the fake's 405
         if name is not None:
-            return self.get(namespace, name)
+            return self.get(namespace, name, headers)
         if params.get("watch") in ("1", "true"):
             return self.watch(namespace, params)
-        return self.list(namespace, params)
+        return self.list(namespace, params, headers)
 
-    def get(self, namespace, name):
+    def get(self, namespace, name, headers=None):
         with self.cond:
             obj = self.objects.get("%s/%s" % (namespace, name))
+        if obj and headers is not None and self.wants_table(headers):
+            return self.table([obj], {"resourceVersion": obj["metadata"]["resourceVersion"]})
         return self.respond(obj) if obj else self.not_found(name)
 
     def selected(self, objects, namespace, params):
@@ -376,7 +482,44 @@ class MetricRuleStore:
             out.append((obj["metadata"]["name"] if namespace is not None else key, obj))
         return out, requirements, fields
 
-    def list(self, namespace, params):
+    @staticmethod
+    def wants_table(headers):
+        accept = headers.get("Accept") or ""
+        first = [f.strip() for f in accept.split(",")[0].split(";")]
+        return "as=Table" in first and "g=meta.k8s.io" in first and "v=v1" in first
+
+    def table(self, items, metadata):
+        """The meta.k8s.io/v1 Table kube-apiserver builds from the CRD's additionalPrinterColumns
+        (kubectl get asks for it): Name, then each column's JSONPath value; a string column of a
+        non-string value is its JSON; no value is null."""
+        columns = self.crd_validate.served_version(self.crd)["additionalPrinterColumns"]
+        definitions = [{"name": "Name", "type": "string", "format": "name", "description":
+                        "Name must be unique within a namespace.", "priority": 0}]
+        definitions += [{"name": c["name"], "type": c["type"], "format": c.get("format", ""),
+                         "description": c.get("description", ""), "priority": c.get("priority", 0)} for c in columns]
+        rows = []
+        for obj in items:
+            cells = [obj["metadata"]["name"]]
+            for c in columns:
+                found = json_path(obj, c["jsonPath"])
+                if not found:
+                    cells.append(None)
+                elif c["type"] == "date":
+                    cells.append(human_age(found[0]))
+                elif c["type"] == "string" and not isinstance(found[0], str):
+                    cells.append(self.fake.go_json(found[0]))
+                else:
+                    cells.append(found[0])
+            rows.append({"cells": cells, "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                                                    "metadata": obj["metadata"]}})
+        meta = {"resourceVersion": metadata["resourceVersion"]}
+        if metadata.get("continue"):
+            meta["continue"] = metadata["continue"]
+        return self.fake.Response(200, (self.fake.go_json({
+            "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
+            "columnDefinitions": definitions, "rows": rows}) + "\n").encode())
+
+    def list(self, namespace, params, headers=None):
         fake = self.fake
         token = params.get("continue")
         with self.cond:
@@ -419,6 +562,8 @@ class MetricRuleStore:
             if not requirements and not fields:
                 metadata["remainingItemCount"] = len(items) - limit
             items = items[:limit]
+        if headers is not None and self.wants_table(headers):
+            return self.table([o for _, o in items], metadata)
         return self.respond({"apiVersion": GV, "kind": KIND + "List", "metadata": metadata,
                              "items": [o for _, o in items]})
 
