@@ -27,8 +27,8 @@ cli=$(dirname "$bin")/promql_cli
 MISMATCHES=${PROMQL_MISMATCHES:-$CMA_TMP/promql-mismatches.txt}
 : >"$MISMATCHES"
 
-# show FILE: the first mismatches, so that a failure says what differs.
-show() { [ -s "$1" ] && head -n "${SHOW_LINES:-60}" "$1"; }
+# show FILE: the first mismatches (not the "info" entries), so that a failure says what differs.
+show() { awk '/^== /{info = /^== info:/} !info' "$1" | head -n "${SHOW_LINES:-60}"; }
 
 python3 tests/lib/promql_corpus.py --seed 23 --gen 2500 --fuzz 1500 "$CMA_TMP/corpus.jsonl" >"$CMA_TMP/corpus-counts.json" || exit 1
 counts=$(cat "$CMA_TMP/corpus-counts.json")
@@ -94,7 +94,7 @@ else
     t_eq "$tag: the original with the matcher in every selector" 0 "$(n "$tag: differs from the original with the matcher in every selector")"
   done
   t_eq "harness: the scan reads every canonical text" 0 "$(($(n "harness: cannot scan Prometheus' canonical text") + $(n 'harness: the inserted matcher does not parse')))"
-  t_eq "syntax: the harness found nothing else" 0 "$rc"
+  t_eq "syntax: no mismatch of any kind (the harness' exit status)" 0 "$rc"
 fi
 
 # --- real data: adversarial queries and a sample of the corpus -----------------------------------
@@ -117,8 +117,23 @@ else
   t_eq "data: no other namespace's series in an enforced result" 0 "$(n "data: another namespace's series in the enforced result")"
   t_eq "data: selector queries return exactly the original's series of team-a" 0 "$(n "data: enforced result is not the original's series of team-a")"
   t_eq "data: the adversarial queries meant to return data do" 0 "$(n 'data: no data where team-a has some (the test would be vacuous)')"
-  t_eq "data: the harness found nothing else" 0 "$rc"
+  t_eq "data: no mismatch of any kind (the harness' exit status)" 0 "$rc"
 fi
+# --- the harness fails where it should: a driver whose enforcer misses one metric ----------------
+broken=$CMA_TMP/broken-promql_cli
+printf '#!/bin/sh\nexec python3 %q broken-driver %q "$@"\n' "$CMA_ROOT/tests/lib/promql_oracle.py" "$cli" >"$broken"
+chmod +x "$broken"
+grep -F secret_tokens "$CMA_TMP/corpus.jsonl" | head -n 200 >"$CMA_TMP/secret.jsonl"
+out=$(python3 tests/lib/promql_oracle.py syntax "$FULL_URL" "$broken" "$CMA_TMP/secret.jsonl" "$CMA_TMP/broken-syntax.txt")
+k=$(jq -r '.["enforce: a selector without the matcher"] // 0' <<<"$out")
+t_ok "harness self-test: with an enforcer that misses secret_tokens, the syntax check fails ($k)" test "$k" -gt 10
+: >"$CMA_TMP/empty.jsonl"
+out=$(python3 tests/lib/promql_oracle.py data "$FULL_URL" "$ONLY_URL" "$broken" "$CMA_TMP/data/meta.json" "$CMA_TMP/empty.jsonl" "$CMA_TMP/broken-data.txt")
+k=$(jq -r '.["data: another namespace'"'"'s series in the enforced result"] // 0' <<<"$out")
+t_ok "harness self-test: ... and real data shows another namespace's series ($k)" test "$k" -gt 3
+k=$(jq -r '.["data: enforced result differs from the original over team-a'"'"'s data alone"] // 0' <<<"$out")
+t_ok "harness self-test: ... and results that differ from team-a's alone ($k)" test "$k" -gt 10
+
 if [ "$T_FAIL" -gt 0 ]; then
   echo "--- first mismatches ($MISMATCHES)"
   show "$MISMATCHES"

@@ -21,6 +21,10 @@ tests/e2e/test_promql_oracle.sh.
       The scan of canonical text (below) on hand-written cases: it finds exactly the selectors
       listed, and after inserting the matcher into them none is left without it.
 
+  promql_oracle.py broken-driver PROMQL_CLI print|enforce LABEL VALUE
+      promql_cli, except that enforce leaves secret_tokens selectors without the matcher: the
+      harness' own test (it must fail with this driver).
+
   promql_oracle.py gen-data OUT_DIR
       OpenMetrics for promtool: OUT_DIR/full.om (several namespaces: shared metric names,
       `namespace` and `exported_namespace` labels, values that look like the other namespaces, a
@@ -924,7 +928,24 @@ def cmd_selftest(argv):
     return 1 if bad else 0
 
 
+def cmd_broken_driver(argv):
+    """A deliberately broken driver for the harness' own test: REAL_CLI's answers, except that
+    the matcher of every secret_tokens selector is taken out again (an enforcer that misses one
+    metric). The harness must fail with it."""
+    real, args = argv[0], argv[1:]
+    queries = [json.loads(line) for line in sys.stdin]
+    for d in run_cli(real, args, queries):
+        if args[0] == "enforce" and d["ok"] and "secret_tokens" in d["text"]:
+            m = "%s=%s" % (args[1], go_quote(args[2]))
+            d["text"] = re.sub(r"(secret_tokens\{[^}]*?),?%s" % re.escape(m), r"\1",
+                               d["text"]).replace("secret_tokens{}", "secret_tokens")
+        print(json.dumps(d))
+    return 0
+
+
 def main(argv):
+    if argv[:1] == ["broken-driver"] and len(argv) >= 3:
+        return cmd_broken_driver(argv[1:])
     cmds = {"selftest": (cmd_selftest, 1), "syntax": (cmd_syntax, 4), "gen-data": (cmd_gen_data, 1), "data": (cmd_data, 6)}
     if not argv or argv[0] not in cmds or len(argv) - 1 != cmds[argv[0]][1]:
         sys.stderr.write(__doc__)
