@@ -20,6 +20,7 @@
 #include "cma/backend_limit.h"
 #include "cma/backend_metrics.h"
 #include "cma/catalog.h"
+#include "cma/check.h"
 #include "cma/clock.h"
 #include "cma/config.h"
 #include "cma/discovery.h"
@@ -1297,6 +1298,8 @@ int main(int argc, char **argv)
     struct cma_err err;
     cma_err_clear(&err);
     drop_chart_argument(&argc, &argv);
+    if (argc > 1 && strcmp(argv[1], "check") == 0)
+        return cma_check_main(argc - 1, argv + 1, stdout, stderr);
     const char *explain_path = NULL;
     if (explain_argument(&argc, argv, &explain_path) < 0)
         return 2;
