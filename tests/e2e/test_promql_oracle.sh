@@ -114,6 +114,7 @@ else
   t_ok "data: range queries too ($(n 'data: range queries'))" test "$(n 'data: range queries')" -ge 250
   t_eq "data: range queries: enforced over all = original over team-a alone" 0 \
     "$(n 'data: range query: enforced differs from the original over team-a alone')"
+  t_eq "data: the enforced {__name__=~\".+\"} returns exactly team-a's generated series" 1 "$(n 'data: generated series check ok')"
   t_eq "data: no other namespace's series in an enforced result" 0 "$(n "data: another namespace's series in the enforced result")"
   t_eq "data: selector queries return exactly the original's series of team-a" 0 "$(n "data: enforced result is not the original's series of team-a")"
   t_eq "data: the adversarial queries meant to return data do" 0 "$(n 'data: no data where team-a has some (the test would be vacuous)')"

@@ -785,6 +785,21 @@ def namespaces_of(resp):
     return {s["metric"].get("namespace") for s in resp["data"]["result"]}
 
 
+def check_generated(cases, enf_full, rep):
+    """The enforced {__name__=~".+"} against the generated series themselves (no PromQL, no
+    second server): exactly the label sets of team-a's series."""
+    want = sorted(tuple(sorted(dict(labels, __name__=metric).items()))
+                  for metric, labels, _ in series_list() if labels.get("namespace") == NS)
+    k = [c[0] for c in cases].index('{__name__=~".+"}')
+    resp = enf_full[k]
+    got = sorted(tuple(sorted(s["metric"].items())) for s in resp.get("data", {}).get("result", []))
+    if got != want:
+        rep.fail("data: enforced {__name__=~\".+\"} is not team-a's generated series", cases[k][2],
+                 got=str(got)[:1500], want=str(want)[:1500])
+    else:
+        rep.count("data: generated series check ok")
+
+
 def check_range(full, only, cases, enf, t, rep):
     """Range queries (30 minutes to the evaluation instant, a step of 45 s, so that start() and
     end() differ) of the adversarial list and every fourth other case: enforced over everything
@@ -868,6 +883,7 @@ def cmd_data(argv):
                 rep.fail("data: no data where team-a has some (the test would be vacuous)", src,
                          query=q, enforced=e["text"], got=str(r)[:500])
     check_range(full, only, cases, enf, t, rep)
+    check_generated(cases, enf_full, rep)
     rep.counts["seconds"] = round(time.time() - t_start, 1)
     rep.counts["http requests"] = full.requests + only.requests
     print(json.dumps(rep.counts, sort_keys=True, indent=1))
