@@ -53,6 +53,16 @@ ConfigMap kube-system/extension-apiserver-authentication, to rotate CAs), GET
 /__fake/tokens?accept=t1,t2 (replace the accepted bearer tokens, to rotate the adapter's own
 credential; like every request it must carry an accepted token).
 
+APIServices (--apiservice NAME=available|unavailable, repeatable; stands in for kube-apiserver's
+apiregistration.k8s.io API as `custom-metrics-adapter check` reads it): GET
+/apis/apiregistration.k8s.io/v1/apiservices/NAME answers the recorded APIService of
+v1beta1/v1beta2.custom.metrics.k8s.io in that state (apiservice-<version>-<state>.json); other names
+are the recorded v1beta1 object with metadata.name, spec.group and spec.version changed
+(SYNTHESISED); names not given answer the recorded-style 404. Test control: GET
+/__fake/apiservice?name=N&state=available|unavailable|absent. With --proxy-custom-metrics (needs
+--proxy-metrics ADAPTER_URL), /apis/custom.metrics.k8s.io/v1beta1 and v1beta2 (and below) are proxied
+to the adapter as well, as the aggregator does for an APIService pointing at it.
+
 EXTRA_PODS_JSON (--extra-pods): a JSON array of {namespace, name, labels, phase, nodeName} and
 optionally generateName, annotations, ownerReferences (copied into metadata as given) and
 "shape": "small". An entry naming a recorded pod (ml/bert-0 ...) changes that pod's labels/phase/nodeName
@@ -713,6 +723,8 @@ class App:
             self.group_versions["custom.metrics.k8s.io/v1beta2"] = "discovery-apis-custom.metrics.k8s.io-v1beta2.json"
         self.unauthorized = fixtures.http("error-401-bad-token.http")
         self.watch_hub = None  # WatchHub with --watch
+        self.apiservices = {}  # APIService name -> "available" | "unavailable" (--apiservice)
+        self.proxy_custom = False  # --proxy-custom-metrics
         self.metric_rules = None  # fake_metric_rules.MetricRuleStore with --metric-rules
         self.dynamic_groups = {}  # "G/V" -> APIResourceList added through /__fake/add-api-resource
         self.dynamic_lock = threading.Lock()
@@ -854,6 +866,11 @@ class App:
         dynamic = self.dynamic_dispatch(path, parts, params, headers)
         if dynamic is not None:
             return dynamic
+        if path == "/__fake/apiservice" or parts[:4] == ["apis", "apiregistration.k8s.io", "v1", "apiservices"]:
+            return self.apiservice(path, parts, params)
+        if (self.proxy_metrics and self.proxy_custom and len(parts) >= 3
+                and parts[:2] == ["apis", "custom.metrics.k8s.io"] and parts[2] in ("v1beta1", "v1beta2")):
+            return self.proxy(url, headers)
 
         if path == "/version":
             return Response(200, self.fx.raw("version.json"))
@@ -882,6 +899,33 @@ class App:
         if len(parts) > 3 and parts[0] == "apis" and (parts[1] + "/" + parts[2]) in self.group_versions:
             return self.resource_request(parts[1], parts[2], parts[3:], params, headers)
         return self.not_found()
+
+    def apiservice(self, path, parts, params):
+        """GET of one APIService, and its test control (see the module docstring)."""
+        if path == "/__fake/apiservice":
+            name, state = params.get("name", ""), params.get("state", "")
+            if not name or state not in ("available", "unavailable", "absent"):
+                return self.bad_request("name and state=available|unavailable|absent are required")
+            if state == "absent":
+                self.apiservices.pop(name, None)
+            else:
+                self.apiservices[name] = state
+            return self.json_response({"name": name, "state": state})
+        if len(parts) != 5:
+            return self.not_found()
+        name = parts[4]
+        state = self.apiservices.get(name)
+        if state is None:
+            return self.not_found('apiservices.apiregistration.k8s.io "%s" not found' % name,
+                                  {"name": name, "group": "apiregistration.k8s.io", "kind": "apiservices"})
+        version, _, group = name.partition(".")
+        if name in ("v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io"):
+            return Response(200, self.fx.raw("apiservice-%s-%s.json" % (version, state)))
+        obj = self.fx.json("apiservice-v1beta1-%s.json" % state)  # SYNTHESISED from the recording
+        obj["metadata"]["name"] = name
+        obj["spec"]["group"], obj["spec"]["version"] = group, version
+        obj["metadata"].pop("annotations", None)
+        return self.json_response(obj)
 
     def add_api_resource(self, params):
         """Test control: adds a CRD-like resource (see the module docstring). SYNTHESISED."""
@@ -1331,6 +1375,10 @@ def main(argv):
     parser.add_argument("--proxy-metrics", metavar="ADAPTER_URL",
                         help="test front for kubectl top: serve metrics.k8s.io by proxying to the "
                              "adapter at this https URL, and give nodes capacity/allocatable")
+    parser.add_argument("--proxy-custom-metrics", action="store_true",
+                        help="with --proxy-metrics: proxy custom.metrics.k8s.io v1beta1/v1beta2 too")
+    parser.add_argument("--apiservice", action="append", default=[], metavar="NAME=STATE",
+                        help="serve APIService NAME, Available (available) or not (unavailable)")
     parser.add_argument("--sar-allow", action="append", default=[], metavar="USER",
                         help="user (or group:G) whose SubjectAccessReviews are allowed; repeatable; "
                              "none given = everyone is allowed")
@@ -1351,6 +1399,12 @@ def main(argv):
     cluster = Cluster(fixtures, extra, node_resources=bool(args.proxy_metrics))
     app = App(fixtures, cluster, args.token, args.with_v1beta2, args.expire_continue,
               args.proxy_metrics)
+    app.proxy_custom = args.proxy_custom_metrics
+    for item in args.apiservice:
+        name, _, state = item.partition("=")
+        if state not in ("available", "unavailable"):
+            raise SystemExit("fake_kube_apiserver: --apiservice %s: STATE must be available or unavailable" % item)
+        app.apiservices[name] = state
     if args.watch:
         app.watch_hub = WatchHub(fixtures, cluster)
     app.init_auth(args.sar_allow)
