@@ -725,7 +725,8 @@ static enum cma_errc left_error(const struct wrapped *w, const struct entry *e, 
                            "request closed its connection",
                            name, waited);
     char limit[32];
-    cma_duration_format(call->window_ms > 0 ? call->window_ms : waited, limit, sizeof(limit));
+    cma_duration_format(call && call->window_ms > 0 ? call->window_ms : waited, limit,
+                        sizeof(limit));
     if (!atomic_load(&e->sent))
         return cma_err_set(reterr, CMA_ERR_TOO_MANY_REQUESTS,
                            "backend %s: the query still waits for a query slot "

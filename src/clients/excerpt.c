@@ -12,6 +12,7 @@
  * document cut short is not JSON, and its excerpt is its first bytes. */
 #include <ctype.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -37,19 +38,10 @@ static bool json_error(const char *body, size_t len, size_t max, char *out, size
     bool found = error && error[0];
     if (found) {
         char text[CMA_ERR_MSG_MAX];
-        size_t n = strlen(error);
-        if (type && type[0] && strlen(type) < 64) {
-            size_t tl = strlen(type);
-            memcpy(text, type, tl);
-            memcpy(text + tl, ": ", 2);
-            n = n < sizeof(text) - tl - 3 ? n : sizeof(text) - tl - 3;
-            memcpy(text + tl + 2, error, n);
-            n += tl + 2;
-        } else {
-            n = n < sizeof(text) - 1 ? n : sizeof(text) - 1;
-            memcpy(text, error, n);
-        }
-        cma_clients_snippet(text, n, max, out, out_len);
+        bool typed = type && type[0] && strlen(type) < 64;
+        int n = snprintf(text, sizeof(text), "%s%s%s", typed ? type : "", typed ? ": " : "", error);
+        size_t kept = n < 0 ? 0 : (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1;
+        cma_clients_snippet(text, kept, max, out, out_len);
     }
     json_decref(doc);
     return found;
