@@ -18,6 +18,7 @@
 # The fake kube-apiserver stands in for kube-apiserver's TokenReview and SubjectAccessReview (the
 # adapter authorizes the scraper's token as in a cluster); the metrics backend is a real Prometheus.
 # asan: no
+# cost: high
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh
