@@ -334,7 +334,7 @@ if ! start_fake_kube "" --metric-rules "$CMA_ROOT/$crd"; then
   t_summary
   exit 1
 fi
-K=("$KUBECTL" --kubeconfig "$KUBE_KUBECONFIG")
+K=("$KUBECTL" --kubeconfig "$KUBE_KUBECONFIG" --cache-dir "$tmp/kube-cache") # discovery cache in this run's temp dir
 BASE="$KUBE_URL/apis/metrics.custom-metrics-adapter.dev/v1alpha1"
 # kcurl URL [CURL_ARGS...]: body on stdout, HTTP status in $tmp/code.
 kcurl() {
