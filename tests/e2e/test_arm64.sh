@@ -85,9 +85,15 @@ for values in "" tests/fixtures/helm-values/*.yaml; do
   rc=$?
   t_ok "$label: renders, with the adapter's Deployment" bash -c \
     '[ "$1" -eq 0 ] && grep -q "^kind: Deployment" <<<"$2"' _ "$rc" "$out"
-  t_eq "$label: nothing names an architecture (no arch nodeSelector, affinity or image suffix)" "" \
-    "$(grep -inE "$ARCH_WORDS" <<<"$out" | head -5)"
+  # The chart adds no architecture of its own: a line that names one is the values file's, passed
+  # through (yieon-lyon-prometheus-ha.yaml pins its release to arm64 nodes with a nodeSelector).
+  t_eq "$label: nothing names an architecture but what the values file says (no arch nodeSelector, affinity or image suffix of the chart's)" "" \
+    "$(grep -iE "$ARCH_WORDS" <<<"$out" | sed 's/^ *//' | while IFS= read -r line; do
+      [ -n "$values" ] && sed 's/^ *//' "$values" | grep -qxF -- "$line" || echo "$line"
+    done | head -5)"
 done
+t_ok "a values file pins the release to arm64 nodes (so the image must have an arm64 variant)" \
+  grep -q 'kubernetes.io/arch: arm64' tests/fixtures/helm-values/yieon-lyon-prometheus-ha.yaml
 
 # --- 3. the image, for both architectures -----------------------------------------------------------
 image_storage_ready || exit 1
