@@ -12,7 +12,13 @@
 # by hung queries, a bearer-token discovery request whose TokenReview and SubjectAccessReview
 # answers are cached is answered on the event thread (200, the same document as before, counted in
 # apiserver_request_total), while a metric request and a discovery request whose authorization is
-# not cached still get 429 (issue 12: before the event-thread fast path all three got 429).
+# not cached still get 429 (issue 12: before the event-thread fast path all three got 429);
+# (d) coalesced requests keep their own deadlines (issue 22, part 6), against a backend whose
+# queries answer after 8 s: a request with ?timeout=2s that shares the query of a request that
+# allows longer answers 504 at its own deadline, saying the query goes on, while the query is
+# still in the backend; the other request gets the answer of that same query (the backend saw one
+# query, answered, not cancelled); and when every client of a shared query has gone, the backend
+# query is cancelled (it logs the connection closed, in-flight drops to 0).
 # asan: yes
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
@@ -60,8 +66,10 @@ wait_in_flight() {
 }
 
 # --- (a) at most 2 queries at once; the others get 429 -------------------------------------------
+# --prometheus-timeout=12s: the two held queries keep their slots well past the deadlines of the
+# two ?timeout=2s requests, even when a loaded machine starts those seconds late
 if PROM_URL=$SLOW_URL start_adapter "$CMA_TMP/slow.yaml" --prometheus-max-concurrent-queries=2 \
-  --prometheus-timeout=6s; then
+  --prometheus-timeout=12s; then
   t_ok "discovery works (series answer at once)" wait_discovery DCGM_FI_DEV_GPU_UTIL
   max_file="$CMA_TMP/max_in_flight"
   echo 0 >"$max_file"
@@ -186,5 +194,48 @@ if PROM_URL=$SLOW_URL start_adapter "$CMA_TMP/slow.yaml" --max-requests-inflight
   t_eq "(c) adapter exits 0 on SIGTERM" 0 "$?"
 else
   t_fail "start_adapter with --max-requests-inflight=2"
+fi
+
+# --- (d) coalesced requests keep their own deadlines --------------------------------------------
+if start_slow_backend "$CMA_TMP/series.json" --sleep 8 --notice-close &&
+  PROM_URL=$SLOW_URL start_adapter "$CMA_TMP/slow.yaml" --prometheus-timeout=30s \
+    --metrics-cache-ttl=0; then
+  t_ok "(d) discovery works" wait_discovery DCGM_FI_DEV_GPU_UTIL
+  BY_SEL="$G/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dbert"
+  started_before=$(in_flight started)
+  curl -s --max-time 60 --cacert "$ADAPTER_CA" -o "$CMA_TMP/long.body" -w '%{http_code}' \
+    "$ADAPTER_URL$BY_SEL" >"$CMA_TMP/long.code" &
+  long=$!
+  t_ok "(d) the long request's query is in the backend" wait_in_flight 1 30
+  adapter_fetch "$BY_SEL&timeout=2s"
+  t_eq "(d) the ?timeout=2s request that shares it: 504" 504 "$R_STATUS"
+  t_json "(d) ... at its own deadline, the query going on for the others" "$R_BODY" \
+    '.message | test("did not answer within 2s") and test("goes on")' true
+  t_eq "(d) the shared query is still in the backend then" 1 "$(in_flight in_flight)"
+  wait "$long"
+  t_eq "(d) the request that allows longer gets the answer" 200 "$(cat "$CMA_TMP/long.code")"
+  t_json "(d) ... the backend's (an empty vector: no items)" "$(cat "$CMA_TMP/long.body")" \
+    '"\(.kind) \(.items | length)"' "MetricValueList 0"
+  t_eq "(d) the backend saw one query for both" $((started_before + 1)) "$(in_flight started)"
+  t_eq "(d) ... answered, not cancelled" 0 "$(grep -c '"phase": "closed"' "$SLOW_REQUEST_LOG")"
+  # every client of a shared query goes: the backend query is cancelled
+  started_before=$(in_flight started)
+  pids=()
+  for i in 1 2; do
+    curl -s --max-time 2 --cacert "$ADAPTER_CA" -o /dev/null "$ADAPTER_URL$BY_SEL" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do
+    wait "$p"
+  done
+  t_ok "(d) both clients gone: the shared backend query ends (in-flight 0)" wait_in_flight 0 10
+  t_ok "(d) the backend saw its connection closed" \
+    grep -q '"path": "/api/v1/query", "phase": "closed"' "$SLOW_REQUEST_LOG"
+  t_ok "(d) at most one query per client reached the backend" \
+    test "$(in_flight started)" -le $((started_before + 2))
+  stop_adapter
+  t_eq "(d) adapter exits 0 on SIGTERM" 0 "$?"
+else
+  t_fail "start the 8 s backend and the adapter"
 fi
 t_summary
