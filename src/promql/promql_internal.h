@@ -261,6 +261,12 @@ const char *cma_pq_type_name(enum pq_type t);
 /* The type an expression evaluates to, from its children's cached types. */
 enum pq_type cma_pq_node_type(const struct pq_node *n);
 
+/* ---- regular expressions (promql_regex.c) ---- */
+
+/* NULL when Go's regexp (RE2 syntax) would accept what PCRE2 accepts of re[0..len), else what
+ * Go would say is wrong ("invalid escape sequence"). PCRE2 still compiles the pattern after. */
+const char *cma_pq_regex_check(const char *re, size_t len);
+
 /* ---- printing helpers (promql_print.c) ---- */
 
 /* Go strconv.Quote of s[0..len) appended to out. */

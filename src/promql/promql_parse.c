@@ -250,16 +250,14 @@ static enum cma_errc grouping_labels(struct parser *p, const char *context, stru
 
 /* ---- selectors ---- */
 
-/* Does the anchored regex match ""? Fails when it does not compile (or uses what RE2 lacks). */
+/* Does the anchored regex match ""? Fails when it does not compile, or uses what RE2 lacks
+ * (promql_regex.c). */
 static enum cma_errc regex_matches_empty(struct parser *p, const struct pq_matcher *m, size_t pos,
                                          bool *ret)
 {
-    static const char *const unsupported[] = {"(?=", "(?!", "(?<=", "(?<!", "(?>",
-                                              "++",  "*+",  "?+",   "}+",   "\\K"};
-    for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++)
-        if (memmem(m->value.s, m->value.len, unsupported[i], strlen(unsupported[i])))
-            return fail(p, pos, "error parsing regexp: invalid or unsupported syntax: `%s`",
-                        unsupported[i]);
+    const char *bad = cma_pq_regex_check(m->value.s, m->value.len);
+    if (bad)
+        return fail(p, pos, "error parsing regexp: %s: `%s`", bad, m->value.s);
     char *anchored = cma_arena_alloc(&p->q->arena, m->value.len + 8);
     if (!anchored)
         return nomem(p);

@@ -325,6 +325,28 @@ static enum cma_errc append_matchers(struct cma_buf *out, const struct pq_node *
     return rc;
 }
 
+/* "{" ["name",] matchers "}" after the name; nothing when there is nothing to put in them */
+static enum cma_errc append_braces(struct cma_buf *out, const struct pq_node *n, bool quoted_name)
+{
+    size_t before = out->len;
+    bool any = quoted_name, more = false;
+    enum cma_errc rc = cma_buf_appendc(out, '{');
+    if (rc == CMA_OK && quoted_name) {
+        rc = cma_pq_quote(out, n->u.sel.name.s, n->u.sel.name.len);
+        if (rc == CMA_OK && n->u.sel.n_matchers > 1)
+            rc = cma_buf_appendc(out, ',');
+    }
+    if (rc == CMA_OK)
+        rc = append_matchers(out, n, &more);
+    if (rc != CMA_OK)
+        return rc;
+    if (any || more)
+        return cma_buf_appendc(out, '}');
+    out->len = before; /* nothing but the name: no braces */
+    out->ptr[before] = '\0';
+    return CMA_OK;
+}
+
 static enum cma_errc append_selector(struct cma_buf *out, const struct pq_node *n, bool mods)
 {
     const struct pq_str *name = &n->u.sel.name;
@@ -333,25 +355,8 @@ static enum cma_errc append_selector(struct cma_buf *out, const struct pq_node *
     enum cma_errc rc = CMA_OK;
     if (legacy)
         rc = cma_buf_append(out, name->s, name->len);
-    size_t before = out->len;
-    bool any = false;
     if (rc == CMA_OK)
-        rc = cma_buf_appendc(out, '{');
-    if (rc == CMA_OK && !legacy) {
-        rc = cma_pq_quote(out, name->s, name->len);
-        if (rc == CMA_OK && n->u.sel.n_matchers > 1)
-            rc = cma_buf_appendc(out, ',');
-        any = true;
-    }
-    if (rc == CMA_OK) {
-        bool more = false;
-        rc = append_matchers(out, n, &more);
-        any = any || more;
-    }
-    if (rc == CMA_OK && any)
-        rc = cma_buf_appendc(out, '}');
-    else if (rc == CMA_OK)
-        out->len = before, out->ptr[before] = '\0'; /* nothing but the name: no braces */
+        rc = append_braces(out, n, !legacy);
     if (rc == CMA_OK && mods)
         rc = append_mods(out, &n->u.sel.mods);
     return rc;
