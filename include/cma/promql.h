@@ -19,8 +19,9 @@
 #include "cma/err.h"
 
 #define CMA_PROMQL_MAX_BYTES ((size_t)64 << 10) /* longest query text accepted */
-#define CMA_PROMQL_MAX_DEPTH 200                /* deepest nesting (parentheses, calls, unary) */
-#define CMA_PROMQL_MAX_NODES 20000              /* most nodes in one tree */
+/* deepest nesting: parentheses, calls, aggregations and unary signs, one per level of the text */
+#define CMA_PROMQL_MAX_DEPTH 200
+#define CMA_PROMQL_MAX_NODES 20000 /* most nodes in one tree */
 
 struct cma_promql;
 

@@ -869,7 +869,8 @@ static int binop_prec(enum pq_tok t)
 
 static enum cma_errc enter(struct parser *p)
 {
-    if (++p->depth <= CMA_PROMQL_MAX_DEPTH)
+    /* one per level of nesting, plus the innermost operand itself */
+    if (++p->depth <= CMA_PROMQL_MAX_DEPTH + 1)
         return CMA_OK;
     cma_pq_error_at(p->err, CMA_ERR_TOO_LARGE, p->lx.src, p->tok.pos,
                     "expression nested deeper than %d levels", CMA_PROMQL_MAX_DEPTH);
@@ -1011,9 +1012,7 @@ static enum cma_errc check_binary(struct parser *p, struct pq_node *n, size_t op
 static enum cma_errc expr(struct parser *p, int min_prec, struct pq_node **ret)
 {
     struct pq_node *lhs = NULL;
-    enum cma_errc rc = enter(p);
-    if (rc == CMA_OK)
-        rc = unary(p, &lhs);
+    enum cma_errc rc = unary(p, &lhs); /* unary() counts the depth: one per level of the text */
     while (rc == CMA_OK) {
         int prec = binop_prec(p->tok.type);
         if (prec == 0 || prec < min_prec)
@@ -1036,7 +1035,6 @@ static enum cma_errc expr(struct parser *p, int min_prec, struct pq_node **ret)
             rc = finish(p, n);
         lhs = n;
     }
-    p->depth--;
     if (rc == CMA_OK)
         *ret = lhs;
     return rc;

@@ -346,11 +346,22 @@ static void test_parse__limits(void **state)
     /* nesting: no stack overflow, a located error */
     memset(text, '(', 50000);
     text[50000] = '\0';
-    assert_parse_error(text, CMA_ERR_TOO_LARGE, 1, 101, "nested deeper than");
+    assert_parse_error(text, CMA_ERR_TOO_LARGE, 1, 202, "nested deeper than 200");
     memset(text, '-', 50000);
     text[50000] = 'x';
     text[50001] = '\0';
-    assert_parse_error(text, CMA_ERR_TOO_LARGE, 1, 101, "nested deeper than");
+    assert_parse_error(text, CMA_ERR_TOO_LARGE, 1, 202, "nested deeper than 200");
+    /* 200 levels of the text are allowed, whatever the construct */
+    size_t k = 0;
+    for (int i = 0; i < 200; i++)
+        k += (size_t)snprintf(text + k, n - k, "abs(");
+    k += (size_t)snprintf(text + k, n - k, "x");
+    for (int i = 0; i < 200; i++)
+        k += (size_t)snprintf(text + k, n - k, ")");
+    cma_promql_free(parse_ok(text));
+    memset(text, '-', 200);
+    snprintf(text + 200, 2, "x");
+    cma_promql_free(parse_ok(text));
     /* a chain as tall as the height limit */
     size_t len = 0;
     for (int i = 0; i < 1100; i++)
