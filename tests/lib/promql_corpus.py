@@ -320,6 +320,8 @@ def grammar_cases():
         add("deep-calls-%d" % n, "abs(" * n + "x" + ")" * n)
         add("deep-signs-%d" % n, "-" * n + "x")
         add("deep-subqueries-%d" % n, "max_over_time(" * (n // 3) + "x" + "[5m:])" * (n // 3))
+    add("deep-parens-250", "(" * 250 + "x" + ")" * 250)
+    add("deep-signs-250", "-" * 250 + "x")
     add("long-60k", 'x{a="%s"}' % ("a" * 60000))
     add("long-70k", 'x{a="%s"}' % ("a" * 70000))
     add("many-terms", " + ".join(["x%d" % i for i in range(150)]))

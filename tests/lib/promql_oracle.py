@@ -72,8 +72,7 @@ P3_RE = re.compile(r'[{,]\s*("|\'|`)|\b(%s)\s*\(' % "|".join(P3_FUNCTIONS))
 # Inputs Prometheus 2.42 accepts and we refuse on purpose: (predicate, why).
 STRICTER = [
     (lambda q: len(q.encode("utf-8")) > 65536, "longer than CMA_PROMQL_MAX_BYTES (64 KiB)"),
-    (lambda q: nesting(q) > 100,
-     "nested deeper than CMA_PROMQL_MAX_DEPTH (200 levels; a parenthesis or a sign takes two)"),
+    (lambda q: nesting(q) > 200, "nested deeper than CMA_PROMQL_MAX_DEPTH (200 levels)"),
     (lambda q: re.search(r"\[[^\]:]*\d(?:ms|[smhdwy])\s+[a-zA-Z_]", q) is not None,
      "2.42's lexer reads a word after a range's duration as ':' (x[5m s] is x[5m:]), a bug"),
 ]
