@@ -10,6 +10,7 @@ Usage:
   fixture_scrape.py config OUT_DIR HTTP_PORT HONOR prometheus.yml on stdout (HONOR: true|false)
   fixture_scrape.py started OUT_DIR                 the Triton target's counters go from 0 to the
                                                     fixture's values (see below)
+  fixture_scrape.py zero OUT_DIR                    and back to 0 (a restart of the server)
 
 What stands in for what:
 - Each exporter is an HTTP path under OUT_DIR/serve, served by a plain HTTP server on loopback,
@@ -37,6 +38,9 @@ What stands in for what:
 - Triton's counters start at 0 (a server that has just started, same series) and become the
   fixture's values with `started`: a rate over the window then covers the fixture's totals
   exactly, so queue time per request = nv_inference_queue_duration_us / nv_inference_request_success.
+  `zero` puts the counters back to 0 (a restart: rate() takes the drop as a counter reset), so a
+  test can repeat the step inside the rate window however long ago the last one was; every
+  counter then grows by the same multiple of its total, and the ratio stays the fixture's.
 
 targets.json: [{"path", "fixture", "labels", "kind", "host"}]; pods.json: EXTRA_PODS_JSON for
 tests/lib/fake_kube_apiserver.py (every workload pod named in a DCGM fixture, every exporter pod,
@@ -131,6 +135,7 @@ def prepare(out, fixture_dirs):
             rel = "%s/metrics" % stem
             if job == "triton":
                 write(os.path.join(out, "serve", rel), zeroed(lines))
+                write(os.path.join(out, "triton-zero.prom"), zeroed(lines))
                 write(os.path.join(out, "triton-started.prom"), lines)
             else:
                 write(os.path.join(out, "serve", rel), lines)
@@ -213,14 +218,17 @@ def config(out, port, honor):
             print("    labels: %s" % json.dumps(labels))
 
 
-def started(out):
+def started(out, name="triton-started.prom"):
     with open(os.path.join(out, "targets.json"), encoding="utf-8") as f:
         targets = json.load(f)
     for t in targets:
         if t["labels"]["job"] == "triton":
-            src = os.path.join(out, "triton-started.prom")
             dst = os.path.join(out, "serve", t["path"].lstrip("/"))
-            os.replace(src, dst)
+            with open(os.path.join(out, name), encoding="utf-8") as f:
+                text = f.read()
+            with open(dst + ".new", "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(dst + ".new", dst)  # whole files only: a scrape never reads half of one
 
 
 def main(argv):
@@ -230,6 +238,8 @@ def main(argv):
         config(argv[2], argv[3], argv[4])
     elif len(argv) == 3 and argv[1] == "started":
         started(argv[2])
+    elif len(argv) == 3 and argv[1] == "zero":
+        started(argv[2], "triton-zero.prom")
     else:
         sys.exit(__doc__)
 
