@@ -115,13 +115,15 @@ cma_on_exit image_cleanup
 build_log="$CMA_TMP/build.log"
 T1=$SECONDS
 # One platform per build (the arm64 one after the amd64 one), each tagged $LIST_REF-ARCH and added
-# to the manifest list $LIST_REF.
+# to the manifest list $LIST_REF. Debian's buildah (1.28) does not set BUILDPLATFORM itself (docker
+# buildx and newer buildah do): without it the build stage would ask for an arm64 base image.
 bh manifest create "$LIST_REF" >/dev/null
 for platform in linux/amd64 linux/arm64; do
   variant_ids="${variant_ids:-} $LIST_REF-${platform#linux/}"
   if ! bh build --isolation chroot --pull=never --platform "$platform" --manifest "$LIST_REF" \
     -t "$LIST_REF-${platform#linux/}" \
     --build-arg "BASE_IMAGE=$BASE_REF" --build-arg "REVISION=$REVISION" \
+    --build-arg "BUILDPLATFORM=linux/$(dpkg --print-architecture)" \
     --build-arg "SOURCE=$SOURCE" -f deploy/image/Containerfile . >>"$build_log" 2>&1; then
     t_fail "buildah build --platform $platform --manifest deploy/image/Containerfile" \
       "$(tail -n 40 "$build_log")"

@@ -255,6 +255,9 @@ static bool header_value(const struct reply *r, const char *name, char *out, siz
     return false;
 }
 
+/* The handshake and request deadlines are far above the defaults (10 s) unless a test is about
+ * them: under qemu user emulation (the arm64 build's tests) on a busy machine, twenty TLS
+ * handshakes started at once can take longer than 10 s, and a cut connection is no answer. */
 static struct cma_server_config base_config(void)
 {
     struct cma_server_config cfg = {
@@ -262,6 +265,8 @@ static struct cma_server_config base_config(void)
         .port = 0,
         .cert_file = fx.cert_path,
         .key_file = fx.key_path,
+        .tls_handshake_timeout_ms = 120000,
+        .request_header_timeout_ms = 120000,
     };
     return cfg;
 }
