@@ -163,6 +163,7 @@ struct pq_matcher {
     struct pq_str name;
     enum pq_match op;
     struct pq_str value;
+    size_t pos; /* byte offset of the label name, for errors */
 };
 
 enum pq_at { PQ_AT_NONE, PQ_AT_TIME, PQ_AT_START, PQ_AT_END };

@@ -314,6 +314,18 @@ static const char *string_body(const char *s, size_t len, char q, char *out, siz
     return NULL;
 }
 
+/* An escape error, at the string's first byte as Prometheus reports it, naming the character
+ * after the backslash when it is ASCII ("unknown escape sequence U+0071 'q'"). */
+static enum cma_errc escape_error(struct cma_err *reterr, const char *src, size_t string_pos,
+                                  const char *at, const char *msg)
+{
+    unsigned char c = (unsigned char)at[1];
+    if (strcmp(msg, "unknown escape sequence") == 0 && c >= 0x20 && c < 0x7f)
+        return cma_pq_error_at(reterr, CMA_ERR_RULE, src, string_pos, "%s U+%04X '%c'", msg, c,
+                               (char)c);
+    return cma_pq_error_at(reterr, CMA_ERR_RULE, src, string_pos, "%s", msg);
+}
+
 static enum cma_errc lex_string(struct pq_lexer *lx, struct pq_token *t, struct cma_err *reterr)
 {
     char q = lx->src[lx->pos];
@@ -331,7 +343,7 @@ static enum cma_errc lex_string(struct pq_lexer *lx, struct pq_token *t, struct 
     size_t bad = 0, n = 0;
     const char *msg = string_body(lx->src + lx->pos + 1, p - lx->pos - 1, q, NULL, &n, &bad);
     if (msg)
-        return cma_pq_error_at(reterr, CMA_ERR_RULE, lx->src, lx->pos + 1 + bad, "%s", msg);
+        return escape_error(reterr, lx->src, lx->pos, lx->src + lx->pos + 1 + bad, msg);
     t->type = PQ_STRING;
     t->len = p + 1 - lx->pos;
     lx->pos = p + 1;
@@ -347,7 +359,7 @@ enum cma_errc cma_pq_unquote(struct cma_arena *a, const char *s, size_t len, con
     size_t n = 0, bad = 0;
     const char *msg = string_body(s + 1, len - 2, s[0], out, &n, &bad);
     if (msg)
-        return cma_pq_error_at(reterr, CMA_ERR_RULE, src, (size_t)(s - src) + 1 + bad, "%s", msg);
+        return escape_error(reterr, src, (size_t)(s - src), s + 1 + bad, msg);
     out[n] = '\0';
     *ret = out;
     *ret_len = n;

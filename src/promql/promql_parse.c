@@ -337,6 +337,7 @@ static enum cma_errc one_matcher(struct parser *p, struct pq_node *sel, struct p
 {
     enum cma_errc rc;
     bool quoted = p->tok.type == PQ_STRING;
+    m->pos = p->tok.pos;
     if (quoted)
         rc = take_string(p, &m->name);
     else if (p->tok.type == PQ_IDENT)
@@ -395,7 +396,7 @@ static enum cma_errc finish_selector(struct parser *p, struct pq_node *sel)
             return fail(p, sel->pos, "metric name must not be set twice: \"%s\" or \"%s\"",
                         sel->u.sel.name.s, m->value.s);
         bool empty = false;
-        enum cma_errc rc = matcher_matches_empty(p, m, sel->pos, &empty);
+        enum cma_errc rc = matcher_matches_empty(p, m, m->pos, &empty);
         if (rc != CMA_OK)
             return rc;
         all_empty = all_empty && empty;
@@ -933,9 +934,7 @@ static enum cma_errc bin_modifiers(struct parser *p, struct pq_node *n)
 {
     enum cma_errc rc = CMA_OK;
     if (is_kw(&p->tok, PQ_KW_BOOL)) {
-        if (!is_comparison(n->u.bin.op))
-            return fail(p, p->tok.pos, "bool modifier can only be used on comparison operators");
-        n->u.bin.ret_bool = true;
+        n->u.bin.ret_bool = true; /* checked once the right operand parsed, as Prometheus does */
         rc = advance(p);
     }
     if (rc != CMA_OK || !(is_kw(&p->tok, PQ_KW_ON) || is_kw(&p->tok, PQ_KW_IGNORING)))
@@ -987,6 +986,8 @@ static bool is_operand_type(enum pq_type t)
 static enum cma_errc check_binary(struct parser *p, struct pq_node *n, size_t op_pos)
 {
     enum pq_type lt = n->u.bin.lhs->type, rt = n->u.bin.rhs->type;
+    if (n->u.bin.ret_bool && !is_comparison(n->u.bin.op))
+        return fail(p, op_pos, "bool modifier can only be used on comparison operators");
     if (!is_operand_type(lt) || !is_operand_type(rt))
         return fail(p, n->pos,
                     "binary expression must contain only scalar and instant vector "

@@ -124,14 +124,15 @@ static void test_lex__string_errors(void **state)
     assert_lex_error("x{a=\"b}", 1, 5, "unterminated quoted string");
     assert_lex_error("\"a\nb\"", 1, 1, "unterminated quoted string");
     assert_lex_error("`abc", 1, 1, "unterminated raw string");
-    assert_lex_error("\"\\q\"", 1, 2, "unknown escape sequence");
-    assert_lex_error("\"\\0\"", 1, 2, "illegal character in escape sequence");
-    assert_lex_error("\"\\400\"", 1, 2, "invalid Unicode code point");
-    assert_lex_error("\"\\uD800\"", 1, 2, "invalid Unicode code point");
-    assert_lex_error("\"\\U00110000\"", 1, 2, "invalid Unicode code point");
-    assert_lex_error("\"\\'\"", 1, 2, "unknown escape sequence");
-    assert_lex_error("'\\\"'", 1, 2, "unknown escape sequence");
-    assert_lex_error("x\n  + \"\\z\"", 2, 6, "unknown escape sequence");
+    /* escape errors point at the string, as Prometheus' do */
+    assert_lex_error("\"\\q\"", 1, 1, "unknown escape sequence U+0071 'q'");
+    assert_lex_error("\"\\0\"", 1, 1, "illegal character in escape sequence");
+    assert_lex_error("\"\\400\"", 1, 1, "invalid Unicode code point");
+    assert_lex_error("\"\\uD800\"", 1, 1, "invalid Unicode code point");
+    assert_lex_error("\"\\U00110000\"", 1, 1, "invalid Unicode code point");
+    assert_lex_error("\"\\'\"", 1, 1, "unknown escape sequence U+0027");
+    assert_lex_error("'\\\"'", 1, 1, "unknown escape sequence U+0022");
+    assert_lex_error("x\n  + \"\\z\"", 2, 5, "unknown escape sequence U+007A 'z'");
     assert_lex_error("x $ y", 1, 3, "unexpected character: U+0024");
     assert_lex_error("x\n\n   \xc3\xa9", 3, 4, "unexpected character: U+00E9");
 }

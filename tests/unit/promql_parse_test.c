@@ -162,7 +162,8 @@ static void test_parse__keywords_as_names(void **state)
     assert_string_equal(tree("sum by (by, on, bool) (without)"), "(sum without)");
     assert_string_equal(tree("limitk"), "limitk");
     assert_parse_error("on", CMA_ERR_RULE, 1, 1, "unexpected \"on\"");
-    assert_parse_error("x + bool y", CMA_ERR_RULE, 1, 5, "bool modifier can only be used");
+    assert_parse_error("x + bool y", CMA_ERR_RULE, 1, 3, "bool modifier can only be used");
+    assert_parse_error("x + bool", CMA_ERR_RULE, 1, 9, "unexpected end of input");
     assert_parse_error("x == bool", CMA_ERR_RULE, 1, 10, "unexpected end of input");
     assert_parse_error("atan2", CMA_ERR_RULE, 1, 1, "unexpected \"atan2\"");
     assert_parse_error("sum by", CMA_ERR_RULE, 1, 7, "unexpected end of input in grouping opts");
@@ -190,9 +191,9 @@ static void test_parse__selectors(void **state)
     assert_parse_error("x{__name__=\"y\"}", CMA_ERR_RULE, 1, 1,
                        "metric name must not be set twice");
     assert_parse_error("{\"a\", \"b\"}", CMA_ERR_RULE, 1, 1, "metric name must not be set twice");
-    assert_parse_error("x{a=~\"(\"}", CMA_ERR_RULE, 1, 1, "error parsing regexp");
-    assert_parse_error("x{a=~\"(?=a)\"}", CMA_ERR_RULE, 1, 1, "error parsing regexp");
-    assert_parse_error("x{a=~\"a++\"}", CMA_ERR_RULE, 1, 1, "error parsing regexp");
+    assert_parse_error("x{a=~\"(\"}", CMA_ERR_RULE, 1, 3, "error parsing regexp");
+    assert_parse_error("x{b=\"c\", a=~\"(?=a)\"}", CMA_ERR_RULE, 1, 10, "error parsing regexp");
+    assert_parse_error("x{a=~\"a++\"}", CMA_ERR_RULE, 1, 3, "error parsing regexp");
     assert_parse_error("x{a}", CMA_ERR_RULE, 1, 4, "expected label matching operator");
     assert_parse_error("x{a=b}", CMA_ERR_RULE, 1, 5, "expected string");
     assert_parse_error("x{a=\"b\" c=\"d\"}", CMA_ERR_RULE, 1, 9, "expected \",\" or \"}\"");
@@ -292,7 +293,7 @@ static void test_parse__binary_checks(void **state)
     cma_promql_free(q);
     assert_parse_error("1 > 2", CMA_ERR_RULE, 1, 3, "comparisons between scalars must use BOOL");
     assert_parse_error("x and 1", CMA_ERR_RULE, 1, 1, "set operator \"and\" not allowed");
-    assert_parse_error("x and bool y", CMA_ERR_RULE, 1, 7, "bool modifier can only be used");
+    assert_parse_error("x and bool y", CMA_ERR_RULE, 1, 3, "bool modifier can only be used");
     assert_parse_error("x and on(a) group_left y", CMA_ERR_RULE, 1, 1, "no grouping allowed");
     assert_parse_error("x + on(a) group_left(a) y", CMA_ERR_RULE, 1, 3, "must not occur in ON");
     assert_parse_error("1 + on(a) x", CMA_ERR_RULE, 1, 1, "vector matching only allowed");
@@ -327,7 +328,7 @@ static void test_parse__syntax_errors(void **state)
     assert_parse_error("x)", CMA_ERR_RULE, 1, 2, "unexpected \")\"");
     assert_parse_error("x +\n\n  )", CMA_ERR_RULE, 3, 3, "unexpected \")\"");
     assert_parse_error("1h", CMA_ERR_RULE, 1, 1, "unexpected \"1h\"");
-    assert_parse_error("x{a=\"\\q\"}", CMA_ERR_RULE, 1, 6, "unknown escape sequence");
+    assert_parse_error("x{a=\"\\q\"}", CMA_ERR_RULE, 1, 5, "unknown escape sequence U+0071 'q'");
 }
 
 static void test_parse__limits(void **state)
