@@ -1292,6 +1292,20 @@ static int run_explain(struct runtime *rt, const char *path)
     return rc;
 }
 
+/* --help, --version, --print-flags-markdown: prints what was asked for; false when none was. */
+static bool print_only(const struct cma_options *o, const char *argv0)
+{
+    if (o->help)
+        cma_options_print_help(stdout, argv0);
+    else if (o->version)
+        printf("custom-metrics-adapter v%s (revision %s)\n", CMA_VERSION, CMA_REVISION);
+    else if (o->print_flags_markdown)
+        cma_options_print_markdown(stdout);
+    else
+        return false;
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     struct runtime rt = {.cache_mu = PTHREAD_MUTEX_INITIALIZER};
@@ -1307,18 +1321,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "Error: %s\nRun '%s --help' for usage.\n", err.msg, argv[0]);
         return 2;
     }
-    if (rt.opts->help) {
-        cma_options_print_help(stdout, argv[0]);
-        cma_options_free(rt.opts);
-        return 0;
-    }
-    if (rt.opts->version) {
-        printf("custom-metrics-adapter v%s (revision %s)\n", CMA_VERSION, CMA_REVISION);
-        cma_options_free(rt.opts);
-        return 0;
-    }
-    if (rt.opts->print_flags_markdown) {
-        cma_options_print_markdown(stdout);
+    if (print_only(rt.opts, argv[0])) {
         cma_options_free(rt.opts);
         return 0;
     }
