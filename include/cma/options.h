@@ -82,6 +82,15 @@ struct cma_options {
     char *authorization_always_allow_paths;                  /* default /healthz,/readyz,/livez */
     bool insecure_disable_auth;                              /* --insecure-disable-auth */
     bool enable_explain;                                     /* --enable-explain */
+    /* MetricRules (docs/metric-rules.md). Serving them is not implemented yet: a true
+     * --enable-metric-rules is refused by cma_options_parse; the others are checked and kept. */
+    bool enable_metric_rules;               /* --enable-metric-rules, default false */
+    char *metric_rules_namespace_label;     /* --metric-rules-namespace-label, default namespace */
+    char *metric_rules_namespace_selector;  /* --metric-rules-namespace-selector; "" = every one */
+    int64_t metric_rules_max_per_namespace; /* default 20 MetricRules */
+    int64_t metric_rules_max_metrics_per_namespace; /* default 200 metrics */
+    int64_t metric_rules_max_query_timeout_ms;      /* default 30s */
+    int64_t metric_rules_max_concurrent_queries;    /* per namespace and backend, default 4 */
     /* logging */
     int v;                     /* --v */
     char *logging_format;      /* --logging-format: "text" (default) or "json" */

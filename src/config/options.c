@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cma/compat.h"
+#include "cma/selector.h"
 #include "cma/str.h"
 
 enum flag_type {
@@ -60,6 +61,36 @@ static enum cma_errc check_verb(const char *value, struct cma_err *reterr)
                        "unsupported Prometheus HTTP verb \"%s\"; supported verbs: \"GET\" and "
                        "\"POST\"",
                        value);
+}
+
+/* --metric-rules-namespace-label: a Prometheus label name. */
+static enum cma_errc check_label_name(const char *value, struct cma_err *reterr)
+{
+    bool ok = value[0] != '\0' && !(value[0] >= '0' && value[0] <= '9');
+    for (const char *p = value; ok && *p; p++)
+        ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+             *p == '_';
+    if (ok)
+        return CMA_OK;
+    return cma_err_set(reterr, CMA_ERR_FLAG,
+                       "invalid argument \"%s\" for \"--metric-rules-namespace-label\" flag: "
+                       "not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)",
+                       value);
+}
+
+/* --metric-rules-namespace-selector: a Kubernetes label selector. */
+static enum cma_errc check_label_selector(const char *value, struct cma_err *reterr)
+{
+    struct cma_selector *sel = NULL;
+    struct cma_err inner = {0};
+    if (cma_selector_parse(value, strlen(value), &sel, &inner) == CMA_OK) {
+        cma_selector_free(sel);
+        return CMA_OK;
+    }
+    return cma_err_set(reterr, CMA_ERR_FLAG,
+                       "invalid argument \"%s\" for \"--metric-rules-namespace-selector\" "
+                       "flag: %s",
+                       value, inner.msg);
 }
 
 static enum cma_errc check_logging_format(const char *value, struct cma_err *reterr)
@@ -529,6 +560,55 @@ static const struct flag flags[] = {
              "PromQL, raw samples, what was left out and why), authorized as the non-resource "
              "path /debug/explain; off by default, as kube-apiserver's debug handlers "
              "(docs/operations.md)"},
+    /* MetricRules */
+    {.name = "enable-metric-rules",
+     .type = FLAG_BOOL,
+     .offset = OPT(enable_metric_rules),
+     .help = "Read MetricRule objects (metrics.custom-metrics-adapter.dev) and serve their rules "
+             "next to the config file's (docs/metric-rules.md). Not implemented in this version: "
+             "true is refused at start-up; false (the default) changes nothing"},
+    {.name = "metric-rules-namespace-label",
+     .type = FLAG_STRING,
+     .offset = OPT(metric_rules_namespace_label),
+     .def = "namespace",
+     .check = check_label_name,
+     .help = "The Prometheus label holding the namespace: every query of a MetricRule of "
+             "namespace N gets the matcher LABEL=\"N\" added to each selector"},
+    {.name = "metric-rules-namespace-selector",
+     .type = FLAG_STRING,
+     .offset = OPT(metric_rules_namespace_selector),
+     .check = check_label_selector,
+     .help = "Label selector on Namespaces: only MetricRules in matching namespaces are served "
+             "(empty: every namespace)"},
+    {.name = "metric-rules-max-per-namespace",
+     .type = FLAG_INT64,
+     .offset = OPT(metric_rules_max_per_namespace),
+     .def = "20",
+     .min = 1,
+     .max = 100000,
+     .help = "Most MetricRule objects served in one namespace (the oldest win)"},
+    {.name = "metric-rules-max-metrics-per-namespace",
+     .type = FLAG_INT64,
+     .offset = OPT(metric_rules_max_metrics_per_namespace),
+     .def = "200",
+     .min = 1,
+     .max = 1000000,
+     .help = "Most metrics the MetricRules of one namespace may serve together"},
+    {.name = "metric-rules-max-query-timeout",
+     .type = FLAG_DURATION,
+     .offset = OPT(metric_rules_max_query_timeout_ms),
+     .def = "30s",
+     .min = 1,
+     .max = INT64_MAX,
+     .help = "Longest time limit a MetricRule's query may have"},
+    {.name = "metric-rules-max-concurrent-queries",
+     .type = FLAG_INT64,
+     .offset = OPT(metric_rules_max_concurrent_queries),
+     .def = "4",
+     .min = 1,
+     .max = 1000,
+     .help = "Most queries of one namespace's MetricRules sent to one backend at once (within "
+             "--prometheus-max-concurrent-queries), so one team cannot take every slot"},
     /* logging and modes */
     {.name = "v",
      .shorthand = 'v',
@@ -862,6 +942,10 @@ static enum cma_errc check_combinations(const struct cma_options *o, struct cma_
     if (!o->tls_cert_file != !o->tls_private_key_file)
         return cma_err_set(reterr, CMA_ERR_FLAG,
                            "--tls-cert-file and --tls-private-key-file must be given together");
+    if (o->enable_metric_rules)
+        return cma_err_set(reterr, CMA_ERR_FLAG,
+                           "--enable-metric-rules: serving MetricRules is not implemented in "
+                           "this version (docs/metric-rules.md)");
     return CMA_OK;
 }
 

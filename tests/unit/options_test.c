@@ -468,6 +468,42 @@ static void test_cma_options_parse__tls_cipher_suites_take_go_names(void **state
     cma_options_free(o);
 }
 
+static void test_cma_options_parse__metric_rules(void **state)
+{
+    (void)state;
+    struct cma_options *o = PARSE_OK("--config=c.yaml");
+    assert_false(o->enable_metric_rules);
+    assert_string_equal(o->metric_rules_namespace_label, "namespace");
+    assert_null(o->metric_rules_namespace_selector);
+    assert_int_equal(o->metric_rules_max_per_namespace, 20);
+    assert_int_equal(o->metric_rules_max_metrics_per_namespace, 200);
+    assert_int_equal(o->metric_rules_max_query_timeout_ms, 30000);
+    assert_int_equal(o->metric_rules_max_concurrent_queries, 4);
+    cma_options_free(o);
+    o = PARSE_OK("--config=c.yaml", "--metric-rules-namespace-label=kubernetes_namespace",
+                 "--metric-rules-namespace-selector=team in (a,b),!legacy",
+                 "--metric-rules-max-per-namespace=3", "--metric-rules-max-query-timeout=1m",
+                 "--enable-metric-rules=false");
+    assert_string_equal(o->metric_rules_namespace_label, "kubernetes_namespace");
+    assert_string_equal(o->metric_rules_namespace_selector, "team in (a,b),!legacy");
+    assert_int_equal(o->metric_rules_max_per_namespace, 3);
+    assert_int_equal(o->metric_rules_max_query_timeout_ms, 60000);
+    cma_options_free(o);
+    PARSE_FAILS("--enable-metric-rules: serving MetricRules is not implemented in this version "
+                "(docs/metric-rules.md)",
+                "--config=c.yaml", "--enable-metric-rules");
+    PARSE_FAILS("invalid argument \"1ns\" for \"--metric-rules-namespace-label\" flag: not a "
+                "Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)",
+                "--config=c.yaml", "--metric-rules-namespace-label=1ns");
+    struct cma_err err = {0};
+    o = NULL;
+    char *argv[] = {"custom-metrics-adapter", "--config=c.yaml",
+                    "--metric-rules-namespace-selector=team in (a"};
+    assert_int_equal(cma_options_parse(3, argv, &o, NULL, &err), CMA_ERR_FLAG);
+    assert_null(o);
+    assert_non_null(strstr(err.msg, "--metric-rules-namespace-selector"));
+}
+
 static void test_cma_options_validate__max_age_and_relist(void **state)
 {
     (void)state;
@@ -542,7 +578,7 @@ static void test_cma_options_print_help__lists_flags_with_defaults(void **state)
             fail_msg("%s is missing from --help", needle);
         n_flags++;
     }
-    assert_int_equal(n_flags, 69);
+    assert_int_equal(n_flags, 76);
     /* every upstream flag marked implemented is one of them, under the same name */
     for (size_t i = 0; i < cma_compat_flag_count(); i++) {
         const struct cma_compat_flag *f = cma_compat_flag_at(i);
@@ -605,6 +641,7 @@ int main(void)
         cmocka_unit_test(test_cma_options_parse__klog_flags_are_ignored_with_a_warning),
         cmocka_unit_test(test_cma_options_parse__every_ignored_upstream_flag_warns_once),
         cmocka_unit_test(test_cma_options_parse__tls_cipher_suites_take_go_names),
+        cmocka_unit_test(test_cma_options_parse__metric_rules),
         cmocka_unit_test(test_cma_options_validate__max_age_and_relist),
         cmocka_unit_test(test_cma_options_print_help__lists_flags_with_defaults),
         cmocka_unit_test(test_cma_options_print_markdown__matches_docs_flags_md),
