@@ -524,7 +524,11 @@ static int start_query_cache(struct runtime *rt)
     struct cma_backend_cache_config cc = {
         .ttl_ms = rt->opts->metrics_cache_ttl_ms,
         .max_bytes = (size_t)rt->opts->metrics_cache_max_bytes,
+        .query_timeout_ms = rt->opts->prometheus_timeout_ms,
     };
+    for (size_t i = 0; i < rt->cfg->n_backends; i++) /* the longest a query may take */
+        if (rt->cfg->backends[i].timeout_ms > cc.query_timeout_ms)
+            cc.query_timeout_ms = rt->cfg->backends[i].timeout_ms;
     struct cma_backend_cache *c = NULL;
     struct cma_backend limited;
     if (new_limit(rt, &rt->backend, rt->opts->prometheus_timeout_ms, &rt->limit, &limited) != 0)

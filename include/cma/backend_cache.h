@@ -55,6 +55,11 @@ struct cma_backend_cache_config {
     size_t max_bytes; /* bound on the bytes of cached answers; 0 = the DEFAULT above */
     cma_backend_cache_clock_fn clock_ms; /* NULL = cma_clock_mono_ms */
     void *clock_ctx;
+    /* The longest a query to any wrapped backend may take (their timeouts, which the layers
+     * below enforce). A caller whose own deadline leaves at least this long sends a new shared
+     * query itself (it cannot need to leave before the query ends; no thread hop); the others
+     * hand it to a runner thread (backend_cache.c). 0 = always a runner. */
+    int64_t query_timeout_ms;
 };
 
 /* Counters since creation (for logs, tests and the bench). */

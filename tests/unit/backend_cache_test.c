@@ -43,6 +43,7 @@ struct stub {
     int64_t *clock;            /* advanced by advance_ms during each query (a slow backend) */
     int64_t advance_ms;
     bool hold_before_send; /* hold before the query is sent (a wait for a query slot) */
+    pthread_t last_thread; /* the thread that sent the last query */
     int abandoned;         /* held queries that ended because their call's client had gone */
     struct cma_prom_budget budget;
 };
@@ -93,6 +94,7 @@ static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
     s->calls++;
     s->inside++;
     s->calls_with_keep += keep != NULL;
+    s->last_thread = pthread_self();
     pthread_cond_broadcast(&s->cv);
     const struct cma_call *call = filter ? filter->call : NULL;
     if (!s->hold_before_send && call && call->on_send) /* as the transport does */
@@ -479,7 +481,9 @@ static void test_cma_backend_cache__a_caller_whose_client_goes_leaves_alone(void
     fixture_init(&f, 5000, 0);
     f.stub.hold = true;
     bool first_gone = false;
-    struct cma_call first_call = {.gone = flag_set, .gone_ctx = &first_gone};
+    /* a deadline (far) of its own: with query_timeout_ms 0 a runner sends the query, not c[0] */
+    struct cma_call first_call = {
+        .deadline_ms = cma_clock_mono_ms() + 600000, .gone = flag_set, .gone_ctx = &first_gone};
     const char *first_pods[] = {"a", "c", NULL};
     struct caller c[N_CALLERS];
     c[0] = (struct caller){
@@ -540,6 +544,42 @@ static void test_cma_backend_cache__a_short_deadline_fails_only_its_caller(void 
     }
     assert_int_equal(stub_calls(&f.stub), 1);
     assert_int_equal(stats_of(&f).left, 1);
+    fixture_done(&f);
+}
+
+/* A first caller whose deadline outlasts the query's bound (query_timeout_ms) sends the shared
+ * query itself, on its own thread (no hop to a runner); one with a shorter deadline hands it to a
+ * runner. */
+static void test_cma_backend_cache__a_long_deadline_sends_the_query_itself(void **state)
+{
+    (void)state;
+    struct fixture f;
+    stub_init(&f.stub);
+    f.now = 0;
+    struct cma_backend_cache_config cfg = {
+        .ttl_ms = 0, .clock_ms = fake_clock, .clock_ctx = &f.now, .query_timeout_ms = 10000};
+    struct cma_err err = {0};
+    assert_int_equal(cma_backend_cache_new(&cfg, &f.cache, &err), CMA_OK);
+    struct cma_backend inner = {.ops = &STUB_OPS, .ctx = &f.stub};
+    assert_int_equal(cma_backend_cache_wrap(f.cache, &inner, &f.backend, &err), CMA_OK);
+    struct cma_call long_call = {.deadline_ms = cma_clock_mono_ms() + 600000};
+    struct caller c = {.f = &f, .promql = "sum(up) by (pod)", .pods = A_AND_C, .call = &long_call};
+    assert_int_equal(pthread_create(&c.thread, NULL, caller_run, &c), 0);
+    pthread_t caller_thread = c.thread;
+    assert_int_equal(pthread_join(c.thread, NULL), 0);
+    assert_int_equal(c.rc, CMA_OK);
+    cma_prom_result_free(c.result);
+    assert_true(pthread_equal(f.stub.last_thread, caller_thread));
+    struct cma_call short_call = {.deadline_ms = cma_clock_mono_ms() + 5000};
+    c = (struct caller){
+        .f = &f, .promql = "sum(up) by (pod)", .pods = A_AND_C, .call = &short_call};
+    assert_int_equal(pthread_create(&c.thread, NULL, caller_run, &c), 0);
+    caller_thread = c.thread;
+    assert_int_equal(pthread_join(c.thread, NULL), 0);
+    assert_int_equal(c.rc, CMA_OK);
+    cma_prom_result_free(c.result);
+    assert_false(pthread_equal(f.stub.last_thread, caller_thread)); /* a runner sent it */
+    assert_int_equal(stub_calls(&f.stub), 2);
     fixture_done(&f);
 }
 
@@ -864,6 +904,7 @@ int main(void)
         cmocka_unit_test(test_cma_backend_cache__a_short_deadline_fails_only_its_caller),
         cmocka_unit_test(test_cma_backend_cache__a_deadline_before_the_query_is_sent_is_429),
         cmocka_unit_test(test_cma_backend_cache__a_query_nobody_waits_for_stops),
+        cmocka_unit_test(test_cma_backend_cache__a_long_deadline_sends_the_query_itself),
         cmocka_unit_test(test_cma_backend_cache__a_backend_error_is_not_asked_again),
         cmocka_unit_test(test_cma_backend_cache__serves_an_answer_until_its_ttl),
         cmocka_unit_test(test_cma_backend_cache__ttl_zero_keeps_nothing),
