@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cma/str.h"
 #include "cma/utf8.h"
 #include "promql_internal.h"
 
@@ -217,17 +218,6 @@ static enum cma_errc lex_number(struct pq_lexer *lx, struct pq_token *t, bool af
     return CMA_OK;
 }
 
-static int hex_value(int c)
-{
-    if (is_digit(c))
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* \NNN (octal), \xNN, \uNNNN, \UNNNNNNNN at s[*i] (the letter or first digit) */
 static const char *numeric_escape(const char *s, size_t len, size_t *i, char *out, size_t *n_out)
 {
@@ -248,7 +238,7 @@ static const char *numeric_escape(const char *s, size_t len, size_t *i, char *ou
         }
     uint32_t v = 0;
     for (int k = 0; k < ndig; k++, (*i)++) {
-        int d = *i < len ? hex_value((unsigned char)s[*i]) : -1;
+        int d = *i < len ? cma_hex_digit((unsigned char)s[*i]) : -1;
         if (d < 0 || d >= base)
             return "illegal character in escape sequence";
         v = v * (uint32_t)base + (uint32_t)d;
