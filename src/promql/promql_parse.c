@@ -15,7 +15,6 @@
  * when "(" follows it. Recursion is bounded by CMA_PROMQL_MAX_DEPTH, the tree by
  * CMA_PROMQL_MAX_NODES. Prometheus 3 additions accepted: quoted metric and label names
  * ({"a.b", "c.d"="x"}, by ("a.b")), limitk and limit_ratio, the newer functions. */
-#include <assert.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -40,6 +39,15 @@ struct parser {
 static enum cma_errc advance(struct parser *p)
 {
     return cma_pq_lex_next(&p->lx, &p->tok, p->err);
+}
+
+/* A parser invariant (a sub-parser that returned CMA_OK has set its node), checked in every build
+ * type: assert() vanishes under NDEBUG, and then neither a Release build nor the static analyser
+ * (which reads the RelWithDebInfo flags) would see the guarantee. */
+static void invariant(bool holds)
+{
+    if (!holds)
+        abort();
 }
 
 static enum cma_errc fail(struct parser *p, size_t pos, const char *fmt, ...)
@@ -840,7 +848,7 @@ static enum cma_errc at(struct parser *p, struct pq_node *n)
 
 static enum cma_errc postfix(struct parser *p, struct pq_node **inout)
 {
-    assert(*inout); /* a primary expression that parsed */
+    invariant(*inout != NULL); /* a primary expression that parsed */
     for (;;) {
         enum cma_errc rc;
         if (p->tok.type == PQ_LBRACKET)
@@ -896,7 +904,8 @@ static enum cma_errc unary(struct parser *p, struct pq_node **ret)
     p->depth--;
     if (rc != CMA_OK)
         return rc;
-    assert(operand);
+    if (!operand)
+        return fail(p, op.pos, "internal error: no operand after a sign");
     if (operand->kind == PQ_N_NUMBER) {
         if (op.type == PQ_SUB)
             operand->u.number = -operand->u.number;
@@ -1018,7 +1027,8 @@ static enum cma_errc expr(struct parser *p, int min_prec, struct pq_node **ret)
         int prec = binop_prec(p->tok.type);
         if (prec == 0 || prec < min_prec)
             break;
-        assert(lhs);
+        if (!lhs)
+            return fail(p, p->tok.pos, "internal error: no left operand");
         struct pq_node *n = new_node(p, PQ_N_BINARY, lhs->pos);
         if (!n)
             return p->err && p->err->code ? p->err->code : CMA_ERR_NOMEM;
@@ -1029,7 +1039,7 @@ static enum cma_errc expr(struct parser *p, int min_prec, struct pq_node **ret)
             rc = bin_modifiers(p, n);
         if (rc == CMA_OK)
             rc = expr(p, n->u.bin.op == PQ_POW ? prec : prec + 1, &n->u.bin.rhs);
-        assert(rc != CMA_OK || n->u.bin.rhs);
+        invariant(rc != CMA_OK || n->u.bin.rhs);
         if (rc == CMA_OK)
             rc = check_binary(p, n, op_pos);
         if (rc == CMA_OK)

@@ -102,6 +102,9 @@ check_backend() {
   t_ok "$label: discovery lists the GPU metrics" wait_discovery gpu_memory_used_percent
   t_ok "$label: discovery lists the inference metrics" wait_discovery inference_kv_cache_usage_percent
   t_ok "$label: external discovery lists the inference metrics" wait_discovery inference_queue_time_us_per_request external.metrics.k8s.io/v1beta1
+  # Node metrics need the nodes resource mapped and its objects read (a first request may answer 503
+  # on a loaded machine while that happens): wait for one to answer before comparing.
+  t_ok "$label: node metrics answer" wait_status "$C/nodes/cov-node-full/gpu_utilization_percent" 200 120
   for group in pods namespaces nodes external; do
     for m in $(o ".$group | keys[]"); do
       t_eq "$label: $group $m equals the oracle's values" "$(want "$group" "$m")" "$(list_values "$group" "$m")"
