@@ -14,10 +14,12 @@
  *   server).
  * - credentials.c (contract in cma/credentials.h): the snapshot a request sets on its handle.
  * - tls_route.c: a kubeconfig's tls-server-name as a renamed URL, a CURLOPT_CONNECT_TO entry and
- *   a Host line, for both clients. */
+ *   a Host line, for both clients.
+ * - listwatch.c: the LIST+WATCH driver of the watch caches (objcache.c, metricrule_watch.c). */
 #ifndef CMA_CLIENTS_INTERNAL_H
 #define CMA_CLIENTS_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -397,5 +399,69 @@ enum cma_errc cma_kube_lines_feed(struct cma_kube_lines *l, const char *data, si
 /* The stream ended: a last line without a newline goes to fn too. */
 enum cma_errc cma_kube_lines_finish(struct cma_kube_lines *l, cma_kube_line_fn fn, void *ctx,
                                     struct cma_err *reterr);
+
+/* ---- listwatch.c ------------------------------------------------------------------------- */
+
+/* What comes after a failed watch (see watch_failed below). */
+enum cma_listwatch_next {
+    CMA_LISTWATCH_RECONNECT, /* watch again from the same resourceVersion after the backoff */
+    CMA_LISTWATCH_RELIST,    /* LIST again after the backoff */
+    CMA_LISTWATCH_STOP,      /* end the thread */
+};
+
+/* What the driver asks of the cache that owns it (ctx). All run on the driver's thread. */
+struct cma_listwatch_ops {
+    /* LISTs the resource and installs the result with its resourceVersion; reports a success
+     * itself. An error goes to list_failed and the LIST is tried again after a backoff. */
+    enum cma_errc (*list)(void *ctx, struct cma_err *reterr);
+    /* Applies one watch event line; *ret_gone set for an ERROR event with code 410. An error
+     * ends the watch (watch_failed). */
+    enum cma_errc (*apply)(void *ctx, const char *line, size_t len, bool *ret_gone,
+                           struct cma_err *reterr);
+    /* The resourceVersion to watch from. */
+    void (*resource_version)(void *ctx, char *out, size_t out_len);
+    /* The LIST failed with err; tried again after retry_ms. */
+    void (*list_failed)(void *ctx, const struct cma_err *err, int64_t retry_ms);
+    /* The watch from resource_version met 410 Gone (HTTP status or ERROR event): re-listing now. */
+    void (*gone)(void *ctx, const char *resource_version);
+    /* A watch ended with err (status: the HTTP status, 0 when none) or, err NULL, cleanly
+     * without applying an event. retry_ms: the backoff before what the answer asks for. */
+    enum cma_listwatch_next (*watch_failed)(void *ctx, long status, const struct cma_err *err,
+                                            int64_t retry_ms);
+};
+
+/* One LIST+WATCH thread of group/version/resource: LIST, then WATCH from the resourceVersion
+ * (a clean end with events: watch again at once), re-list at once on 410 Gone, otherwise back
+ * off (backoff_first_ms doubling to backoff_max_ms, jittered ±20 %, reset by a LIST or a watch
+ * that applied an event) and do what watch_failed says. Embedded in its owner; fields are the
+ * driver's (a test may set the backoff bounds between init and start). */
+struct cma_listwatch {
+    struct cma_kube *kube;                  /* borrowed */
+    const char *group, *version, *resource; /* borrowed from the owner */
+    struct cma_listwatch_ops ops;
+    void *ctx;
+    int64_t backoff_first_ms, backoff_max_ms; /* 200 ms, 30 s */
+    atomic_bool stop;
+    atomic_size_t watches;
+    pthread_mutex_t wait_lock; /* with wait_cond: only the backoff sleep, woken by stop */
+    pthread_cond_t wait_cond;
+    pthread_t thread;
+    bool started;
+};
+
+/* Sets up lw (no thread yet). Strings and kube are borrowed and must outlive it. */
+enum cma_errc cma_listwatch_init(struct cma_listwatch *lw, struct cma_kube *kube, const char *group,
+                                 const char *version, const char *resource,
+                                 const struct cma_listwatch_ops *ops, void *ctx,
+                                 struct cma_err *reterr);
+/* Starts the thread (a second call does nothing). */
+enum cma_errc cma_listwatch_start(struct cma_listwatch *lw, struct cma_err *reterr);
+/* Stops the thread (wakes its sleep, ends its watch) and waits for it; then nothing of ops is
+ * called again. Safe to call twice and before start. */
+void cma_listwatch_stop(struct cma_listwatch *lw);
+/* cma_listwatch_stop, then frees what init made. */
+void cma_listwatch_done(struct cma_listwatch *lw);
+/* Watch streams opened so far. */
+size_t cma_listwatch_watches(struct cma_listwatch *lw);
 
 #endif

@@ -3,29 +3,26 @@
  *
  * DESIGN: MetricRules are few and small (per-namespace limits bound them), so the LIST is one
  * request read whole through cma_kube_request (no paging) and each object keeps its spec as JSON
- * text for the rules stage to compile; the WATCH goes through cma_kube_watch, which streams the
- * event lines. Each applied change bumps a counter a consumer can poll, and the observer hears
- * CHANGED. A 410 (HTTP status or ERROR event) re-lists; any other end of a watch reconnects from
- * the last resourceVersion after a backoff of 200 ms doubling to 30 s, with jitter, reset once a
- * watch delivered an event. */
+ * text for the rules stage to compile; the thread is the shared LIST+WATCH driver (listwatch.c),
+ * whose WATCH goes through cma_kube_watch, which streams the event lines. Each applied change
+ * bumps a counter a consumer can poll, and the observer hears CHANGED. A 410 (HTTP status or
+ * ERROR event) re-lists at once; a watch refused with another 4xx or a 5xx (a lost permission,
+ * a deleted CRD) re-lists after the backoff; any other end of a watch reconnects from the last
+ * resourceVersion after a backoff of 200 ms doubling to 30 s, with jitter, reset once a watch
+ * applied an event. */
 #include "cma/metricrule_watch.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cma/buf.h"
-#include "cma/clock.h"
 #include "cma/kube.h"
+#include "internal.h"
 
 #define RV_MAX 128
-#define WATCH_TIMEOUT_S 300
-#define BACKOFF_FIRST_MS 200
-#define BACKOFF_MAX_MS 30000
 #define LIST_PATH                                                                                  \
     "/apis/" CMA_METRICRULE_GROUP "/" CMA_METRICRULE_VERSION "/" CMA_METRICRULE_RESOURCE
 
@@ -38,14 +35,11 @@ struct cma_metricrule_watch {
     char rv[RV_MAX];
     bool synced;
     uint64_t changes;
-    size_t lists, watches;
-    /* the thread */
-    pthread_t thread;
-    bool started;
-    atomic_bool stop;
-    pthread_mutex_t wait_lock;
-    pthread_cond_t wait_cond;
+    size_t lists;
+    struct cma_listwatch lw; /* the LIST+WATCH thread */
 };
+
+static enum cma_errc watch_init(struct cma_metricrule_watch *w, struct cma_err *reterr);
 
 static void obj_done(struct cma_metricrule *o)
 {
@@ -152,10 +146,16 @@ enum cma_errc cma_metricrule_watch_new(struct cma_kube *kube,
     w->kube = kube;
     if (observer)
         w->observer = *observer;
-    pthread_mutex_init(&w->lock, NULL);
-    pthread_mutex_init(&w->wait_lock, NULL);
-    pthread_cond_init(&w->wait_cond, NULL);
-    atomic_init(&w->stop, false);
+    if (pthread_mutex_init(&w->lock, NULL) != 0) {
+        free(w);
+        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot create the MetricRule watch");
+    }
+    enum cma_errc rc = watch_init(w, reterr);
+    if (rc != CMA_OK) {
+        pthread_mutex_destroy(&w->lock);
+        free(w);
+        return rc;
+    }
     *ret = w;
     return CMA_OK;
 }
@@ -164,17 +164,9 @@ void cma_metricrule_watch_free(struct cma_metricrule_watch *w)
 {
     if (!w)
         return;
-    if (w->started) {
-        pthread_mutex_lock(&w->wait_lock);
-        atomic_store(&w->stop, true);
-        pthread_cond_broadcast(&w->wait_cond);
-        pthread_mutex_unlock(&w->wait_lock);
-        pthread_join(w->thread, NULL);
-    }
+    cma_listwatch_done(&w->lw); /* the thread is stopped first */
     cma_metricrules_free(w->objs, w->n);
     pthread_mutex_destroy(&w->lock);
-    pthread_mutex_destroy(&w->wait_lock);
-    pthread_cond_destroy(&w->wait_cond);
     free(w);
 }
 
@@ -409,10 +401,7 @@ size_t cma_metricrule_watch_lists(struct cma_metricrule_watch *w)
 
 size_t cma_metricrule_watch_watches(struct cma_metricrule_watch *w)
 {
-    pthread_mutex_lock(&w->lock);
-    size_t c = w->watches;
-    pthread_mutex_unlock(&w->lock);
-    return c;
+    return cma_listwatch_watches(&w->lw);
 }
 
 /* ---- the thread ---------------------------------------------------------------------------- */
@@ -421,35 +410,6 @@ static void notify(const struct cma_metricrule_watch *w, struct cma_metricrule_e
 {
     if (w->observer.on_event)
         w->observer.on_event(w->observer.ctx, &ev);
-}
-
-/* Waits ms or until stopped; true when stopped. */
-static bool sleep_or_stop(struct cma_metricrule_watch *w, int64_t ms)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)(ms / 1000);
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&w->wait_lock);
-    while (!atomic_load(&w->stop)) {
-        if (pthread_cond_timedwait(&w->wait_cond, &w->wait_lock, &until) == ETIMEDOUT)
-            break;
-    }
-    bool stopped = atomic_load(&w->stop);
-    pthread_mutex_unlock(&w->wait_lock);
-    return stopped;
-}
-
-static int64_t jitter(int64_t ms, unsigned *seed)
-{
-    int64_t span = ms / 5; /* ±20 % */
-    if (span <= 0)
-        return ms;
-    return ms - span + (int64_t)(rand_r(seed) % (unsigned)(2 * span + 1));
 }
 
 static enum cma_errc do_list(struct cma_metricrule_watch *w, struct cma_err *reterr)
@@ -471,40 +431,13 @@ static enum cma_errc do_list(struct cma_metricrule_watch *w, struct cma_err *ret
     return rc;
 }
 
-struct watch_ctx {
-    struct cma_metricrule_watch *w;
-    bool gone, got_event;
-};
-
-static enum cma_errc watch_line(void *ctx, const char *line, size_t len, struct cma_err *reterr)
+/* The LIST, read whole and installed; the observer hears LISTED and CHANGED. */
+static enum cma_errc watch_list(void *ctx, struct cma_err *reterr)
 {
-    struct watch_ctx *wc = ctx;
-    bool changed = false;
-    enum cma_errc rc =
-        cma_metricrule_watch_apply_event(wc->w, line, len, &wc->gone, &changed, reterr);
-    wc->got_event = true;
-    if (rc == CMA_OK && changed)
-        notify(wc->w, (struct cma_metricrule_event){.kind = CMA_METRICRULE_CHANGED});
-    if (rc == CMA_OK && wc->gone)
-        return cma_err_set(reterr, CMA_ERR_KUBE_ERROR, "resourceVersion expired (410)");
-    return rc;
-}
-
-static bool watch_should_stop(void *ctx)
-{
-    const struct watch_ctx *wc = ctx;
-    return atomic_load(&wc->w->stop);
-}
-
-/* One LIST; false when it failed (the caller backs off). */
-static bool list_once(struct cma_metricrule_watch *w, int64_t backoff)
-{
-    struct cma_err err = {0};
-    if (do_list(w, &err) != CMA_OK) {
-        notify(w, (struct cma_metricrule_event){
-                      .kind = CMA_METRICRULE_LIST_FAILED, .retry_ms = backoff, .err = &err});
-        return false;
-    }
+    struct cma_metricrule_watch *w = ctx;
+    enum cma_errc rc = do_list(w, reterr);
+    if (rc != CMA_OK)
+        return rc;
     char rv[RV_MAX];
     cma_metricrule_watch_resource_version(w, rv, sizeof(rv));
     pthread_mutex_lock(&w->lock);
@@ -513,83 +446,64 @@ static bool list_once(struct cma_metricrule_watch *w, int64_t backoff)
     notify(w, (struct cma_metricrule_event){
                   .kind = CMA_METRICRULE_LISTED, .count = n, .resource_version = rv});
     notify(w, (struct cma_metricrule_event){.kind = CMA_METRICRULE_CHANGED});
-    return true;
+    return CMA_OK;
 }
 
-/* One WATCH from the current resourceVersion: 1 = re-list, 0 = watch again now, -1 = back
- * off, then watch again. */
-static int watch_once(struct cma_metricrule_watch *w, int64_t *backoff)
+static enum cma_errc watch_apply(void *ctx, const char *line, size_t len, bool *ret_gone,
+                                 struct cma_err *reterr)
 {
-    char rv[RV_MAX];
-    cma_metricrule_watch_resource_version(w, rv, sizeof(rv));
-    pthread_mutex_lock(&w->lock);
-    w->watches++;
-    pthread_mutex_unlock(&w->lock);
-    struct watch_ctx wc = {.w = w};
-    struct cma_kube_watch_handler h = {
-        .on_line = watch_line, .should_stop = watch_should_stop, .ctx = &wc};
-    struct cma_err err = {0};
-    long status = 0;
-    enum cma_errc rc =
-        cma_kube_watch(w->kube, CMA_METRICRULE_GROUP, CMA_METRICRULE_VERSION,
-                       CMA_METRICRULE_RESOURCE, rv, WATCH_TIMEOUT_S, &h, &status, &err);
-    if (wc.gone || status == 410) {
-        notify(w,
-               (struct cma_metricrule_event){.kind = CMA_METRICRULE_GONE, .resource_version = rv});
-        return 1;
-    }
-    if (wc.got_event)
-        *backoff = BACKOFF_FIRST_MS;
-    if (rc == CMA_OK && wc.got_event)
-        return 0;
-    notify(w, (struct cma_metricrule_event){.kind = CMA_METRICRULE_WATCH_FAILED,
-                                            .status = status,
-                                            .retry_ms = *backoff,
-                                            .err = rc != CMA_OK ? &err : NULL});
+    struct cma_metricrule_watch *w = ctx;
+    bool changed = false;
+    enum cma_errc rc = cma_metricrule_watch_apply_event(w, line, len, ret_gone, &changed, reterr);
+    if (rc == CMA_OK && changed)
+        notify(w, (struct cma_metricrule_event){.kind = CMA_METRICRULE_CHANGED});
+    return rc;
+}
+
+static void watch_rv(void *ctx, char *out, size_t out_len)
+{
+    cma_metricrule_watch_resource_version(ctx, out, out_len);
+}
+
+static void watch_list_failed(void *ctx, const struct cma_err *err, int64_t retry_ms)
+{
+    notify(ctx, (struct cma_metricrule_event){
+                    .kind = CMA_METRICRULE_LIST_FAILED, .retry_ms = retry_ms, .err = err});
+}
+
+static void watch_gone(void *ctx, const char *rv)
+{
+    notify(ctx, (struct cma_metricrule_event){.kind = CMA_METRICRULE_GONE, .resource_version = rv});
+}
+
+static enum cma_listwatch_next watch_failed(void *ctx, long status, const struct cma_err *err,
+                                            int64_t retry_ms)
+{
+    notify(ctx, (struct cma_metricrule_event){.kind = CMA_METRICRULE_WATCH_FAILED,
+                                              .status = status,
+                                              .retry_ms = retry_ms,
+                                              .err = err});
     /* a refusal other than 410/429 may be a lost permission or a deleted CRD: re-list */
-    return status >= 400 && status != 429 ? 2 : -1;
+    return status >= 400 && status != 429 ? CMA_LISTWATCH_RELIST : CMA_LISTWATCH_RECONNECT;
 }
 
-static void *watch_thread(void *arg)
+static enum cma_errc watch_init(struct cma_metricrule_watch *w, struct cma_err *reterr)
 {
-    struct cma_metricrule_watch *w = arg;
-    unsigned seed = (unsigned)cma_clock_mono_ms() ^ (unsigned)(uintptr_t)w;
-    int64_t backoff = BACKOFF_FIRST_MS;
-    bool need_list = true;
-    while (!atomic_load(&w->stop)) {
-        int next = 0;
-        if (need_list && !list_once(w, backoff)) {
-            next = -1;
-        } else {
-            if (need_list)
-                backoff = BACKOFF_FIRST_MS;
-            need_list = false;
-            next = watch_once(w, &backoff);
-        }
-        if (atomic_load(&w->stop))
-            break;
-        if (next == 1) {
-            need_list = true;
-            continue;
-        }
-        if (next == 0)
-            continue;
-        need_list = need_list || next == 2;
-        if (sleep_or_stop(w, jitter(backoff, &seed)))
-            break;
-        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
-    }
-    return NULL;
+    static const struct cma_listwatch_ops ops = {
+        .list = watch_list,
+        .apply = watch_apply,
+        .resource_version = watch_rv,
+        .list_failed = watch_list_failed,
+        .gone = watch_gone,
+        .watch_failed = watch_failed,
+    };
+    return cma_listwatch_init(&w->lw, w->kube, CMA_METRICRULE_GROUP, CMA_METRICRULE_VERSION,
+                              CMA_METRICRULE_RESOURCE, &ops, w, reterr);
 }
 
 enum cma_errc cma_metricrule_watch_start(struct cma_metricrule_watch *w, struct cma_err *reterr)
 {
     if (!w->kube)
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "a MetricRule watch needs a kube client");
-    if (w->started)
-        return CMA_OK;
-    if (pthread_create(&w->thread, NULL, watch_thread, w) != 0)
-        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot start the MetricRule watch thread");
-    w->started = true;
-    return CMA_OK;
+    return cma_listwatch_start(&w->lw, reterr);
 }

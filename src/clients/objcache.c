@@ -6,15 +6,15 @@
  * array of pointers to these packs (by namespace, then name), guarded by a rwlock: lookups take
  * the read lock, events the write lock (binary search, then memmove). A LIST builds a new array
  * outside the lock and swaps it in, so requests keep reading the old state while re-listing.
- * One thread per cache runs LIST, then WATCH from the list's resourceVersion (bookmarks move
- * it on). The LIST's pages are decoded as they stream in (kube_stream.c): each object is packed
- * as soon as it is read and nothing else of it is kept, so a LIST's peak is the array it builds
- * (plus the old one while re-listing), not pages of 3.5 KB pods; a 410 Gone (HTTP or ERROR event)
- * re-lists; a broken stream reconnects from the last resourceVersion after a backoff of 200 ms
- * doubling to 30 s, with jitter, reset once a watch delivered an event. This module does not log:
- * what its threads go through (LIST failures, re-lists, refused or broken watches, a cache that
- * cannot start) is reported as events to the registry's observer, which the layer that decides
- * supplies (main logs them).
+ * One thread per cache (the LIST+WATCH driver, listwatch.c) runs LIST, then WATCH from the list's
+ * resourceVersion (bookmarks move it on). The LIST's pages are decoded as they stream in
+ * (kube_stream.c): each object is packed as soon as it is read and nothing else of it is kept, so a
+ * LIST's peak is the array it builds (plus the old one while re-listing), not pages of 3.5 KB pods;
+ * a 410 Gone (HTTP or ERROR event) re-lists; a broken stream reconnects from the last
+ * resourceVersion after a backoff of 200 ms doubling to 30 s, with jitter, reset once a watch
+ * delivered an event. This module does not log: what its threads go through (LIST failures,
+ * re-lists, refused or broken watches, a cache that cannot start) is reported as events to the
+ * registry's observer, which the layer that decides supplies (main logs them).
  *
  * Label index: a lookup whose selector has an EQ or IN requirement takes its candidates from an
  * index of that label key instead of scanning the namespace, then runs the full selector on each
@@ -39,26 +39,20 @@
  * cma_objcache_bytes(). */
 #include "cma/objcache.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <malloc.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "cma/clock.h"
 #include "cma/hash.h"
 #include "cma/kube.h"
 #include "cma/selector.h"
 #include "cma/str.h"
+#include "internal.h"
 
 #define RV_MAX 64
-#define WATCH_TIMEOUT_S 300
-#define BACKOFF_FIRST_MS 200
-#define BACKOFF_MAX_MS 30000
 #define MAX_LABELS 65535
 #define IX_KEYS_MAX 8     /* label keys indexed per cache; selectors on others scan */
 #define IX_COMPACT_MIN 32 /* empty groups a key keeps before it is rebuilt */
@@ -92,14 +86,9 @@ struct cma_objcache {
     size_t n_ix;
     char rv[RV_MAX];
     bool synced;
-    size_t lists, watches;
+    size_t lists;
     struct cma_objcache_observer observer; /* set before the thread starts; read-only */
-    /* thread */
-    pthread_t thread;
-    bool started;
-    atomic_bool stop;
-    pthread_mutex_t wait_lock;
-    pthread_cond_t wait_cond;
+    struct cma_listwatch lw;               /* the LIST+WATCH thread */
 };
 
 /* ---- packed objects ---------------------------------------------------------------------- */
@@ -525,6 +514,8 @@ ix_pick(const struct cma_objcache *c, const struct cma_selector *sel, const stru
 
 /* ---- construction ------------------------------------------------------------------------ */
 
+static enum cma_errc watch_init(struct cma_objcache *c);
+
 enum cma_errc cma_objcache_new(struct cma_kube *kube, const char *group, const char *version,
                                const char *resource, struct cma_objcache **ret,
                                struct cma_err *reterr)
@@ -536,25 +527,20 @@ enum cma_errc cma_objcache_new(struct cma_kube *kube, const char *group, const c
     c->group = cma_strdup(group ? group : "");
     c->version = cma_strdup(version ? version : "");
     c->resource = cma_strdup(resource ? resource : "");
-    bool locks = pthread_rwlock_init(&c->lock, NULL) == 0;
-    if (locks && pthread_mutex_init(&c->wait_lock, NULL) != 0) {
+    bool strs = c->group && c->version && c->resource;
+    bool locks = strs && pthread_rwlock_init(&c->lock, NULL) == 0;
+    if (locks && watch_init(c) != CMA_OK) {
         pthread_rwlock_destroy(&c->lock);
         locks = false;
     }
-    if (locks && pthread_cond_init(&c->wait_cond, NULL) != 0) {
-        pthread_mutex_destroy(&c->wait_lock);
-        pthread_rwlock_destroy(&c->lock);
-        locks = false;
-    }
-    if (!c->group || !c->version || !c->resource || !locks) {
+    if (!locks) {
         free(c->group);
         free(c->version);
         free(c->resource);
         free(c);
-        return cma_err_set(reterr, locks ? CMA_ERR_NOMEM : CMA_ERR_INTERNAL,
+        return cma_err_set(reterr, strs ? CMA_ERR_INTERNAL : CMA_ERR_NOMEM,
                            "cannot create the cache of %s", resource ? resource : "");
     }
-    atomic_init(&c->stop, false);
     *ret = c;
     return CMA_OK;
 }
@@ -563,18 +549,10 @@ void cma_objcache_free(struct cma_objcache *c)
 {
     if (!c)
         return;
-    if (c->started) {
-        pthread_mutex_lock(&c->wait_lock);
-        atomic_store(&c->stop, true);
-        pthread_cond_broadcast(&c->wait_cond);
-        pthread_mutex_unlock(&c->wait_lock);
-        pthread_join(c->thread, NULL);
-    }
+    cma_listwatch_done(&c->lw); /* the thread is stopped first */
     for (size_t i = 0; i < c->n_ix; i++)
         ix_key_free(&c->ix[i]);
     free_packs(c->objs, c->n);
-    pthread_cond_destroy(&c->wait_cond);
-    pthread_mutex_destroy(&c->wait_lock);
     pthread_rwlock_destroy(&c->lock);
     free(c->group);
     free(c->version);
@@ -620,10 +598,7 @@ size_t cma_objcache_lists(struct cma_objcache *c)
 
 size_t cma_objcache_watches(struct cma_objcache *c)
 {
-    pthread_rwlock_rdlock(&c->lock);
-    size_t n = c->watches;
-    pthread_rwlock_unlock(&c->lock);
-    return n;
+    return cma_listwatch_watches(&c->lw);
 }
 
 void cma_objcache_resource_version(struct cma_objcache *c, char *out, size_t out_len)
@@ -961,61 +936,7 @@ enum cma_errc cma_objcache_apply_event(struct cma_objcache *c, const char *line,
     return rc;
 }
 
-/* ---- the LIST+WATCH thread --------------------------------------------------------------- */
-
-struct watch_ctx {
-    struct cma_objcache *c;
-    bool gone;
-    bool got_event;
-};
-
-static bool watch_should_stop(void *ctx)
-{
-    struct watch_ctx *wc = ctx;
-    return atomic_load(&wc->c->stop) || wc->gone;
-}
-
-static enum cma_errc watch_line(void *ctx, const char *line, size_t len, struct cma_err *reterr)
-{
-    struct watch_ctx *wc = ctx;
-    bool gone = false;
-    enum cma_errc rc = cma_objcache_apply_event(wc->c, line, len, &gone, reterr);
-    if (gone)
-        wc->gone = true;
-    else if (rc == CMA_OK)
-        wc->got_event = true;
-    return rc;
-}
-
-/* Waits ms or until stopped; true when stopped. */
-static bool sleep_or_stop(struct cma_objcache *c, int64_t ms)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)(ms / 1000);
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&c->wait_lock);
-    while (!atomic_load(&c->stop)) {
-        if (pthread_cond_timedwait(&c->wait_cond, &c->wait_lock, &until) == ETIMEDOUT)
-            break;
-    }
-    bool stopped = atomic_load(&c->stop);
-    pthread_mutex_unlock(&c->wait_lock);
-    return stopped;
-}
-
-static int64_t jitter(int64_t ms, unsigned *seed)
-{
-    /* ±20 % */
-    int64_t span = ms / 5;
-    if (span <= 0)
-        return ms;
-    return ms - span + (int64_t)(rand_r(seed) % (unsigned)(2 * span + 1));
-}
+/* ---- the LIST+WATCH thread (listwatch.c), through these ------------------------------------ */
 
 /* Hands ev (for c's resource) to the observer, if any. */
 static void notify(const struct cma_objcache *c, struct cma_objcache_event ev)
@@ -1025,96 +946,94 @@ static void notify(const struct cma_objcache *c, struct cma_objcache_event ev)
         c->observer.on_event(c->observer.ctx, &ev);
 }
 
-static void *cache_thread(void *arg)
+/* The LIST, each page decoded and packed as it streams in (build_add), then installed. */
+static enum cma_errc watch_list(void *ctx, struct cma_err *reterr)
 {
-    struct cma_objcache *c = arg;
-    unsigned seed = (unsigned)cma_clock_mono_ms() ^ (unsigned)(uintptr_t)c;
-    int64_t backoff = BACKOFF_FIRST_MS;
-    bool need_list = true;
-    while (!atomic_load(&c->stop)) {
-        struct cma_err err = {0};
-        if (need_list) {
-            struct list_build lb = {0};
-            char *rv = NULL;
-            long status = 0;
-            enum cma_errc rc = cma_kube_list_pages(c->kube, c->group, c->version, c->resource,
-                                                   build_add, &lb, &rv, &status, &err);
-            if (rc != CMA_OK) {
-                free_packs(lb.objs, lb.n);
-                notify(c, (struct cma_objcache_event){
-                              .kind = CMA_OBJCACHE_LIST_FAILED, .retry_ms = backoff, .err = &err});
-                if (sleep_or_stop(c, jitter(backoff, &seed)))
-                    break;
-                backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
-                continue;
-            }
-            install(c, &lb, rv);
-            /* What the LIST freed (the old array on a re-list, the new one's growth steps,
-             * curl's buffers) stays resident in glibc's arenas until trimmed: give it back. */
-            malloc_trim(0);
-            notify(c, (struct cma_objcache_event){.kind = CMA_OBJCACHE_LISTED,
-                                                  .count = cma_objcache_count(c),
-                                                  .resource_version = rv});
-            free(rv);
-            need_list = false;
-            backoff = BACKOFF_FIRST_MS;
-        }
-        char rv[RV_MAX];
-        cma_objcache_resource_version(c, rv, sizeof(rv));
-        struct watch_ctx wc = {.c = c};
-        struct cma_kube_watch_handler h = {
-            .on_line = watch_line, .should_stop = watch_should_stop, .ctx = &wc};
-        long status = 0;
-        pthread_rwlock_wrlock(&c->lock);
-        c->watches++;
-        pthread_rwlock_unlock(&c->lock);
-        enum cma_errc rc = cma_kube_watch(c->kube, c->group, c->version, c->resource, rv,
-                                          WATCH_TIMEOUT_S, &h, &status, &err);
-        if (atomic_load(&c->stop))
-            break;
-        if (wc.gone || status == 410) {
-            notify(c,
-                   (struct cma_objcache_event){.kind = CMA_OBJCACHE_GONE, .resource_version = rv});
-            need_list = true;
-            continue;
-        }
-        if (status >= 400 && status < 500 && status != 410 && status != 429) {
-            /* Refused (no watch permission, no watch support): the state can go stale, so
-             * requests go back to live LISTs; 400/405 will not change, the others may. */
-            pthread_rwlock_wrlock(&c->lock);
-            c->synced = false;
-            pthread_rwlock_unlock(&c->lock);
-            notify(c, (struct cma_objcache_event){
-                          .kind = CMA_OBJCACHE_WATCH_REFUSED, .status = status, .err = &err});
-            if (status == 400 || status == 405)
-                break;
-            need_list = true;
-        }
-        if (wc.got_event)
-            backoff = BACKOFF_FIRST_MS;
-        if (rc == CMA_OK && wc.got_event)
-            continue; /* clean end (timeoutSeconds): watch again at once */
-        if (rc != CMA_OK)
-            notify(c, (struct cma_objcache_event){
-                          .kind = CMA_OBJCACHE_WATCH_FAILED, .retry_ms = backoff, .err = &err});
-        if (sleep_or_stop(c, jitter(backoff, &seed)))
-            break;
-        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+    struct cma_objcache *c = ctx;
+    struct list_build lb = {0};
+    char *rv = NULL;
+    long status = 0;
+    enum cma_errc rc = cma_kube_list_pages(c->kube, c->group, c->version, c->resource, build_add,
+                                           &lb, &rv, &status, reterr);
+    if (rc != CMA_OK) {
+        free_packs(lb.objs, lb.n);
+        free(rv);
+        return rc;
     }
-    return NULL;
+    install(c, &lb, rv);
+    /* What the LIST freed (the old array on a re-list, the new one's growth steps, curl's
+     * buffers) stays resident in glibc's arenas until trimmed: give it back. */
+    malloc_trim(0);
+    notify(c, (struct cma_objcache_event){.kind = CMA_OBJCACHE_LISTED,
+                                          .count = cma_objcache_count(c),
+                                          .resource_version = rv});
+    free(rv);
+    return CMA_OK;
+}
+
+static enum cma_errc watch_apply(void *ctx, const char *line, size_t len, bool *ret_gone,
+                                 struct cma_err *reterr)
+{
+    return cma_objcache_apply_event(ctx, line, len, ret_gone, reterr);
+}
+
+static void watch_rv(void *ctx, char *out, size_t out_len)
+{
+    cma_objcache_resource_version(ctx, out, out_len);
+}
+
+static void watch_list_failed(void *ctx, const struct cma_err *err, int64_t retry_ms)
+{
+    notify(ctx, (struct cma_objcache_event){
+                    .kind = CMA_OBJCACHE_LIST_FAILED, .retry_ms = retry_ms, .err = err});
+}
+
+static void watch_gone(void *ctx, const char *rv)
+{
+    notify(ctx, (struct cma_objcache_event){.kind = CMA_OBJCACHE_GONE, .resource_version = rv});
+}
+
+static enum cma_listwatch_next watch_failed(void *ctx, long status, const struct cma_err *err,
+                                            int64_t retry_ms)
+{
+    struct cma_objcache *c = ctx;
+    enum cma_listwatch_next next = CMA_LISTWATCH_RECONNECT;
+    if (status >= 400 && status < 500 && status != 429) {
+        /* Refused (no watch permission, no watch support): the state can go stale, so
+         * requests go back to live LISTs; 400/405 will not change, the others may. */
+        pthread_rwlock_wrlock(&c->lock);
+        c->synced = false;
+        pthread_rwlock_unlock(&c->lock);
+        notify(c, (struct cma_objcache_event){
+                      .kind = CMA_OBJCACHE_WATCH_REFUSED, .status = status, .err = err});
+        if (status == 400 || status == 405)
+            return CMA_LISTWATCH_STOP;
+        next = CMA_LISTWATCH_RELIST;
+    }
+    if (err) /* not a clean end without events */
+        notify(c, (struct cma_objcache_event){
+                      .kind = CMA_OBJCACHE_WATCH_FAILED, .retry_ms = retry_ms, .err = err});
+    return next;
+}
+
+static enum cma_errc watch_init(struct cma_objcache *c)
+{
+    static const struct cma_listwatch_ops ops = {
+        .list = watch_list,
+        .apply = watch_apply,
+        .resource_version = watch_rv,
+        .list_failed = watch_list_failed,
+        .gone = watch_gone,
+        .watch_failed = watch_failed,
+    };
+    return cma_listwatch_init(&c->lw, c->kube, c->group, c->version, c->resource, &ops, c, NULL);
 }
 
 enum cma_errc cma_objcache_start(struct cma_objcache *c, struct cma_err *reterr)
 {
     if (!c->kube)
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "a cache without a kube client cannot watch");
-    if (c->started)
-        return CMA_OK;
-    if (pthread_create(&c->thread, NULL, cache_thread, c) != 0)
-        return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot start the watch thread of %s",
-                           c->resource);
-    c->started = true;
-    return CMA_OK;
+    return cma_listwatch_start(&c->lw, reterr);
 }
 
 /* ---- registry ---------------------------------------------------------------------------- */
