@@ -77,8 +77,9 @@ enum cma_errc cma_kube_list_objects(struct cma_kube *k, const char *group, const
                                     struct cma_err *reterr);
 void cma_kube_objects_free(struct cma_kube_object *objs, size_t n);
 
-/* Raw request to the Kubernetes API (auth stage: TokenReview, SubjectAccessReview, ConfigMap).
- * method "GET" or "POST"; for POST, body[0..body_len) is sent as application/json. CMA_OK
+/* Raw request to the Kubernetes API (auth stage: TokenReview, SubjectAccessReview, ConfigMap;
+ * MetricRule status writes). method "GET", "POST" or "PATCH"; for POST, body[0..body_len) is
+ * sent as application/json, for PATCH as application/merge-patch+json (RFC 7386). CMA_OK
  * whenever an HTTP answer came back: the status is in *ret_status and the body (initialised
  * here; caller cma_buf_done()s) in *ret_body. Transport failures → CMA_ERR_KUBE_UNAVAILABLE. */
 enum cma_errc cma_kube_request(struct cma_kube *k, const char *method, const char *path,

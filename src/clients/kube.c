@@ -46,6 +46,7 @@ struct cma_kube {
     struct cma_transport tr;
     int64_t timeout_ms;
     struct curl_slist *accept_json, *accept_metadata, *post_json; /* read-only header lists */
+    struct curl_slist *merge_patch;                               /* PATCH's */
     atomic_size_t skipped_groups;
 };
 
@@ -77,6 +78,7 @@ void cma_kube_free(struct cma_kube *k)
     curl_slist_free_all(k->accept_json);
     curl_slist_free_all(k->accept_metadata);
     curl_slist_free_all(k->post_json);
+    curl_slist_free_all(k->merge_patch);
     free(k);
 }
 
@@ -211,6 +213,9 @@ enum cma_errc cma_kube_new_from_conn(const struct cma_kube_conn *conn, int64_t t
     if (rc == CMA_OK)
         rc =
             header_list(&k->post_json, ACCEPT_JSON, "Content-Type: application/json", host, reterr);
+    if (rc == CMA_OK)
+        rc = header_list(&k->merge_patch, ACCEPT_JSON,
+                         "Content-Type: application/merge-patch+json", host, reterr);
     free(host);
     if (rc != CMA_OK) {
         cma_kube_free(k);
@@ -756,8 +761,12 @@ enum cma_errc cma_kube_request(struct cma_kube *k, const char *method, const cha
                                const char *body, size_t body_len, struct cma_buf *ret_body,
                                long *ret_status, struct cma_err *reterr)
 {
-    bool post = strcmp(method, "POST") == 0;
-    return kube_call(k, post ? "POST" : "GET", path, post ? k->post_json : k->accept_json,
+    bool patch = strcmp(method, "PATCH") == 0;
+    bool post = patch || strcmp(method, "POST") == 0;
+    return kube_call(k, patch ? "PATCH" : post ? "POST" : "GET", path,
+                     patch  ? k->merge_patch
+                     : post ? k->post_json
+                            : k->accept_json,
                      post ? body : NULL, post ? body_len : 0, ret_body, ret_status, reterr);
 }
 

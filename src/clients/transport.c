@@ -233,13 +233,16 @@ static const char *accept_encoding(const struct cma_transport *t,
 
 static enum cma_errc set_body(CURL *h, const struct cma_http_request *req, struct cma_err *reterr)
 {
-    if (strcmp(req->method, "POST") != 0) {
+    bool post = strcmp(req->method, "POST") == 0;
+    if (!post && strcmp(req->method, "PUT") != 0 && strcmp(req->method, "PATCH") != 0) {
         SETOPT(h, CURLOPT_HTTPGET, 1L);
         return CMA_OK;
     }
     SETOPT(h, CURLOPT_POST, 1L);
     SETOPT(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
     SETOPT(h, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+    if (!post) /* a body sent as POST sends it, under this method (the pool resets it) */
+        SETOPT(h, CURLOPT_CUSTOMREQUEST, req->method);
     return CMA_OK;
 }
 
