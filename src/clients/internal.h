@@ -402,7 +402,24 @@ enum cma_errc cma_kube_lines_finish(struct cma_kube_lines *l, cma_kube_line_fn f
 
 /* ---- listwatch.c ------------------------------------------------------------------------- */
 
-/* What comes after a failed watch (see watch_failed below). */
+/* What the driver tells its owner. */
+enum cma_listwatch_report_kind {
+    CMA_LISTWATCH_LIST_FAILED,  /* err; the LIST is tried again after retry_ms */
+    CMA_LISTWATCH_GONE,         /* the watch from resource_version met 410 Gone: re-listing now */
+    CMA_LISTWATCH_WATCH_FAILED, /* status (0: none), err (NULL: a clean end without an applied
+                                   event); the owner's answer is done after retry_ms */
+};
+
+/* One report; pointers borrowed for the call, fields not named for the kind are 0/NULL. */
+struct cma_listwatch_report {
+    enum cma_listwatch_report_kind kind;
+    const char *resource_version;
+    long status;
+    int64_t retry_ms;
+    const struct cma_err *err;
+};
+
+/* The owner's answer to a report (only WATCH_FAILED's is read). */
 enum cma_listwatch_next {
     CMA_LISTWATCH_RECONNECT, /* watch again from the same resourceVersion after the backoff */
     CMA_LISTWATCH_RELIST,    /* LIST again after the backoff */
@@ -412,29 +429,23 @@ enum cma_listwatch_next {
 /* What the driver asks of the cache that owns it (ctx). All run on the driver's thread. */
 struct cma_listwatch_ops {
     /* LISTs the resource and installs the result with its resourceVersion; reports a success
-     * itself. An error goes to list_failed and the LIST is tried again after a backoff. */
+     * itself. An error is reported (LIST_FAILED) and the LIST tried again after a backoff. */
     enum cma_errc (*list)(void *ctx, struct cma_err *reterr);
     /* Applies one watch event line; *ret_gone set for an ERROR event with code 410. An error
-     * ends the watch (watch_failed). */
+     * ends the watch (WATCH_FAILED). */
     enum cma_errc (*apply)(void *ctx, const char *line, size_t len, bool *ret_gone,
                            struct cma_err *reterr);
     /* The resourceVersion to watch from. */
     void (*resource_version)(void *ctx, char *out, size_t out_len);
-    /* The LIST failed with err; tried again after retry_ms. */
-    void (*list_failed)(void *ctx, const struct cma_err *err, int64_t retry_ms);
-    /* The watch from resource_version met 410 Gone (HTTP status or ERROR event): re-listing now. */
-    void (*gone)(void *ctx, const char *resource_version);
-    /* A watch ended with err (status: the HTTP status, 0 when none) or, err NULL, cleanly
-     * without applying an event. retry_ms: the backoff before what the answer asks for. */
-    enum cma_listwatch_next (*watch_failed)(void *ctx, long status, const struct cma_err *err,
-                                            int64_t retry_ms);
+    /* What happened; for WATCH_FAILED, what to do next. */
+    enum cma_listwatch_next (*report)(void *ctx, const struct cma_listwatch_report *r);
 };
 
 /* One LIST+WATCH thread of group/version/resource: LIST, then WATCH from the resourceVersion
  * (a clean end with events: watch again at once), re-list at once on 410 Gone, otherwise back
  * off (backoff_first_ms doubling to backoff_max_ms, jittered ±20 %, reset by a LIST or a watch
- * that applied an event) and do what watch_failed says. Embedded in its owner; fields are the
- * driver's (a test may set the backoff bounds between init and start). */
+ * that applied an event) and do what the owner answers to the WATCH_FAILED report. Embedded in its
+ * owner; fields are the driver's (a test may set the backoff bounds between init and start). */
 struct cma_listwatch {
     struct cma_kube *kube;                  /* borrowed */
     const char *group, *version, *resource; /* borrowed from the owner */

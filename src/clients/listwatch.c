@@ -9,8 +9,9 @@
  * to backoff_max_ms, is jittered ±20 % so that many caches do not retry in step, and goes back to
  * the start after a successful LIST or a watch that applied an event. A watch that ends cleanly
  * after applying events (timeoutSeconds) is opened again at once; one that met 410 Gone re-lists
- * at once; any other end is the owner's to judge (watch_failed: reconnect, re-list or stop, after
- * the backoff), since a refused watch means different things to different owners. Stop sets a
+ * at once; any other end is the owner's to judge (its answer to the WATCH_FAILED report:
+ * reconnect, re-list or stop, after the backoff), since a refused watch means different things to
+ * different owners. Stop sets a
  * flag the watch polls (should_stop) and wakes the backoff sleep through a condition variable on
  * the monotonic clock. */
 #include <errno.h>
@@ -156,7 +157,9 @@ static bool list_step(struct cma_listwatch *lw, int64_t backoff)
     cma_err_clear(&err);
     if (lw->ops.list(lw->ctx, &err) == CMA_OK)
         return true;
-    lw->ops.list_failed(lw->ctx, &err, backoff);
+    struct cma_listwatch_report r = {
+        .kind = CMA_LISTWATCH_LIST_FAILED, .retry_ms = backoff, .err = &err};
+    lw->ops.report(lw->ctx, &r);
     return false;
 }
 
@@ -176,14 +179,19 @@ static enum outcome watch_step(struct cma_listwatch *lw, int64_t *backoff)
     if (atomic_load(&lw->stop))
         return OUT_STOP;
     if (wr.gone || status == 410) {
-        lw->ops.gone(lw->ctx, rv);
+        struct cma_listwatch_report r = {.kind = CMA_LISTWATCH_GONE, .resource_version = rv};
+        lw->ops.report(lw->ctx, &r);
         return OUT_RELIST_NOW;
     }
     if (wr.got_event)
         *backoff = lw->backoff_first_ms;
     if (rc == CMA_OK && wr.got_event)
         return OUT_WATCH_NOW; /* a clean end (timeoutSeconds) */
-    switch (lw->ops.watch_failed(lw->ctx, status, rc == CMA_OK ? NULL : &err, *backoff)) {
+    struct cma_listwatch_report r = {.kind = CMA_LISTWATCH_WATCH_FAILED,
+                                     .status = status,
+                                     .retry_ms = *backoff,
+                                     .err = rc == CMA_OK ? NULL : &err};
+    switch (lw->ops.report(lw->ctx, &r)) {
     case CMA_LISTWATCH_STOP:
         return OUT_STOP;
     case CMA_LISTWATCH_RELIST:

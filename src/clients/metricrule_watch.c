@@ -465,26 +465,21 @@ static void watch_rv(void *ctx, char *out, size_t out_len)
     cma_metricrule_watch_resource_version(ctx, out, out_len);
 }
 
-static void watch_list_failed(void *ctx, const struct cma_err *err, int64_t retry_ms)
+/* The driver's reports as this watch's events, one for one. */
+static enum cma_listwatch_next watch_report(void *ctx, const struct cma_listwatch_report *r)
 {
-    notify(ctx, (struct cma_metricrule_event){
-                    .kind = CMA_METRICRULE_LIST_FAILED, .retry_ms = retry_ms, .err = err});
-}
-
-static void watch_gone(void *ctx, const char *rv)
-{
-    notify(ctx, (struct cma_metricrule_event){.kind = CMA_METRICRULE_GONE, .resource_version = rv});
-}
-
-static enum cma_listwatch_next watch_failed(void *ctx, long status, const struct cma_err *err,
-                                            int64_t retry_ms)
-{
-    notify(ctx, (struct cma_metricrule_event){.kind = CMA_METRICRULE_WATCH_FAILED,
-                                              .status = status,
-                                              .retry_ms = retry_ms,
-                                              .err = err});
+    static const enum cma_metricrule_event_kind kinds[] = {
+        [CMA_LISTWATCH_LIST_FAILED] = CMA_METRICRULE_LIST_FAILED,
+        [CMA_LISTWATCH_GONE] = CMA_METRICRULE_GONE,
+        [CMA_LISTWATCH_WATCH_FAILED] = CMA_METRICRULE_WATCH_FAILED,
+    };
+    notify(ctx, (struct cma_metricrule_event){.kind = kinds[r->kind],
+                                              .resource_version = r->resource_version,
+                                              .status = r->status,
+                                              .retry_ms = r->retry_ms,
+                                              .err = r->err});
     /* a refusal other than 410/429 may be a lost permission or a deleted CRD: re-list */
-    return status >= 400 && status != 429 ? CMA_LISTWATCH_RELIST : CMA_LISTWATCH_RECONNECT;
+    return r->status >= 400 && r->status != 429 ? CMA_LISTWATCH_RELIST : CMA_LISTWATCH_RECONNECT;
 }
 
 static enum cma_errc watch_init(struct cma_metricrule_watch *w, struct cma_err *reterr)
@@ -493,9 +488,7 @@ static enum cma_errc watch_init(struct cma_metricrule_watch *w, struct cma_err *
         .list = watch_list,
         .apply = watch_apply,
         .resource_version = watch_rv,
-        .list_failed = watch_list_failed,
-        .gone = watch_gone,
-        .watch_failed = watch_failed,
+        .report = watch_report,
     };
     return cma_listwatch_init(&w->lw, w->kube, CMA_METRICRULE_GROUP, CMA_METRICRULE_VERSION,
                               CMA_METRICRULE_RESOURCE, &ops, w, reterr);

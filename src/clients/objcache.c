@@ -982,17 +982,6 @@ static void watch_rv(void *ctx, char *out, size_t out_len)
     cma_objcache_resource_version(ctx, out, out_len);
 }
 
-static void watch_list_failed(void *ctx, const struct cma_err *err, int64_t retry_ms)
-{
-    notify(ctx, (struct cma_objcache_event){
-                    .kind = CMA_OBJCACHE_LIST_FAILED, .retry_ms = retry_ms, .err = err});
-}
-
-static void watch_gone(void *ctx, const char *rv)
-{
-    notify(ctx, (struct cma_objcache_event){.kind = CMA_OBJCACHE_GONE, .resource_version = rv});
-}
-
 static enum cma_listwatch_next watch_failed(void *ctx, long status, const struct cma_err *err,
                                             int64_t retry_ms)
 {
@@ -1016,15 +1005,27 @@ static enum cma_listwatch_next watch_failed(void *ctx, long status, const struct
     return next;
 }
 
+static enum cma_listwatch_next watch_report(void *ctx, const struct cma_listwatch_report *r)
+{
+    struct cma_objcache *c = ctx;
+    if (r->kind == CMA_LISTWATCH_WATCH_FAILED)
+        return watch_failed(c, r->status, r->err, r->retry_ms);
+    if (r->kind == CMA_LISTWATCH_GONE)
+        notify(c, (struct cma_objcache_event){.kind = CMA_OBJCACHE_GONE,
+                                              .resource_version = r->resource_version});
+    else
+        notify(c, (struct cma_objcache_event){
+                      .kind = CMA_OBJCACHE_LIST_FAILED, .retry_ms = r->retry_ms, .err = r->err});
+    return CMA_LISTWATCH_RECONNECT;
+}
+
 static enum cma_errc watch_init(struct cma_objcache *c)
 {
     static const struct cma_listwatch_ops ops = {
         .list = watch_list,
         .apply = watch_apply,
         .resource_version = watch_rv,
-        .list_failed = watch_list_failed,
-        .gone = watch_gone,
-        .watch_failed = watch_failed,
+        .report = watch_report,
     };
     return cma_listwatch_init(&c->lw, c->kube, c->group, c->version, c->resource, &ops, c, NULL);
 }

@@ -121,33 +121,27 @@ static void owner_rv(void *ctx, char *out, size_t out_len)
     pthread_mutex_unlock(&o->lock);
 }
 
-static void owner_list_failed(void *ctx, const struct cma_err *err, int64_t retry_ms)
-{
-    owner_log(ctx, "LIST_FAILED %lld %s", (long long)retry_ms, err && err->msg[0] ? "err" : "-");
-}
-
-static void owner_gone(void *ctx, const char *rv)
-{
-    owner_log(ctx, "GONE %s", rv);
-}
-
-static enum cma_listwatch_next owner_watch_failed(void *ctx, long status, const struct cma_err *err,
-                                                  int64_t retry_ms)
+static enum cma_listwatch_next owner_report(void *ctx, const struct cma_listwatch_report *r)
 {
     struct owner *o = ctx;
-    owner_log(o, "WATCH_FAILED %ld %lld %s", status, (long long)retry_ms, err ? "err" : "clean");
-    if (status && status == o->stop_status)
+    const char *err = r->err && r->err->msg[0] ? "err" : r->err ? "empty" : "clean";
+    if (r->kind == CMA_LISTWATCH_LIST_FAILED)
+        owner_log(o, "LIST_FAILED %lld %s", (long long)r->retry_ms, err);
+    else if (r->kind == CMA_LISTWATCH_GONE)
+        owner_log(o, "GONE %s", r->resource_version);
+    else
+        owner_log(o, "WATCH_FAILED %ld %lld %s", r->status, (long long)r->retry_ms, err);
+    if (r->status && r->status == o->stop_status)
         return CMA_LISTWATCH_STOP;
-    return status && status == o->relist_status ? CMA_LISTWATCH_RELIST : CMA_LISTWATCH_RECONNECT;
+    return r->status && r->status == o->relist_status ? CMA_LISTWATCH_RELIST
+                                                      : CMA_LISTWATCH_RECONNECT;
 }
 
 static const struct cma_listwatch_ops owner_ops = {
     .list = owner_list,
     .apply = owner_apply,
     .resource_version = owner_rv,
-    .list_failed = owner_list_failed,
-    .gone = owner_gone,
-    .watch_failed = owner_watch_failed,
+    .report = owner_report,
 };
 
 /* A fake kube-apiserver answering answers[0..n) in order (the last repeats), a kube client for
