@@ -481,6 +481,8 @@ static void handle_route(struct cma_app *app, const struct cma_request *req,
     }
     if (is_metrics(route->kind) && !selectors_fit(req, resp))
         return;
+    if (is_metrics(route->kind) && cma_api_explain_param(app, req, resp))
+        return; /* explain=true: the report of this request (explain.c) */
     struct cma_catalog *cat = cma_catalog_store_get(app->store);
     const struct cma_ruleset *held = request_rules(app, cat);
     dispatch(app, cat, route, req, arena, resp);

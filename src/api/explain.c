@@ -18,6 +18,7 @@
  *   MAX_LINES lines and counts the rest. */
 #include "cma/explain.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,7 +37,9 @@
 #include "cma/kube.h"
 #include "cma/options.h"
 #include "cma/prom.h"
+#include "cma/promql.h"
 #include "cma/restmapper.h"
+#include "cma/router.h"
 #include "cma/rule.h"
 #include "cma/server.h"
 #include "cma/str.h"
@@ -60,6 +63,13 @@ struct cma_explain {
     struct recorder app_rec;     /* around the app's backend */
     struct recorder rule_rec;    /* around a rule's own backend (cma_explain_backend) */
     struct cma_backend rule_backend;
+    /* ?explain=true (cma_api_explain_param): the report shows only what the explained
+     * request's own authorization covers. namespace_ is the namespace it reads (NULL:
+     * cluster-scoped); ns_label the label MetricRules are enforced with. */
+    bool scoped;
+    const char *namespace_;
+    const char *ns_label;
+    size_t n_hidden; /* scoped: series of the backend's answer not shown */
 };
 
 static const char *const SECTION_TITLES[CMA_EX__COUNT] = {
@@ -208,13 +218,26 @@ static bool request_keeps(const struct cma_keep *keep, const struct cma_sample *
 static void record_answer(struct cma_explain *ex, const struct cma_prom_result *all,
                           const struct cma_keep *keep)
 {
+    size_t hidden = 0;
     for (size_t i = 0; i < all->n_samples; i++) {
         const struct cma_sample *s = &all->samples[i];
+        bool kept = all->type == CMA_PROM_SCALAR || request_keeps(keep, s);
+        if (!kept && ex->scoped) { /* labels of objects the request did not name: not shown */
+            hidden++;
+            continue;
+        }
         cma_explain_sample(ex, CMA_EX_SAMPLES, s, NULL);
-        if (all->type != CMA_PROM_SCALAR && !request_keeps(keep, s))
+        if (!kept)
             cma_explain_sample(ex, CMA_EX_DROPPED, s,
                                "no matching object (its labels name none of the requested "
                                "objects)");
+    }
+    if (hidden) {
+        ex->n_hidden += hidden;
+        cma_explain_addf(ex, CMA_EX_DROPPED,
+                         "%zu series name none of the requested objects (not shown with "
+                         "explain=true)",
+                         hidden);
     }
     if (all->n_samples == 0)
         cma_explain_addf(ex, CMA_EX_SAMPLES,
@@ -401,37 +424,226 @@ struct why_total {
     size_t named, mapped;
 };
 
+/* query with label="value" added to every selector (cma_promql_enforce), as canonical text.
+ * Caller frees; NULL with err set when query is not PromQL (or on a limit). */
+static char *enforced_query(const char *query, const char *label, const char *value,
+                            struct cma_err *err)
+{
+    struct cma_promql *q = NULL;
+    struct cma_buf b;
+    cma_buf_init(&b, 2 * CMA_PROMQL_MAX_BYTES);
+    enum cma_errc rc = cma_promql_parse(query, strlen(query), &q, err);
+    if (rc == CMA_OK)
+        rc = cma_promql_enforce(q, label, value, NULL, err);
+    if (rc == CMA_OK && (rc = cma_promql_print(q, &b)) != CMA_OK)
+        cma_err_set(err, rc, "the enforced seriesQuery does not fit in %zu bytes", b.max);
+    cma_promql_free(q);
+    char *text = rc == CMA_OK ? cma_buf_take(&b) : NULL;
+    cma_buf_done(&b);
+    if (rc == CMA_OK && !text)
+        cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+    return text;
+}
+
+/* The seriesQuery explain lists for r (caller frees; NULL with err set): the rule's own; in a
+ * report scoped to a namespace (explain=true), with the namespace label of that namespace added
+ * to every selector, so that only series of the request's namespace are counted and named. */
+static char *listing_query(const struct cma_explain *ex, const struct cma_rule *r,
+                           struct cma_err *err)
+{
+    if (ex->scoped && ex->namespace_ && ex->ns_label)
+        return enforced_query(r->series_query, ex->ns_label, ex->namespace_, err);
+    char *text = cma_strdup(r->series_query);
+    if (!text)
+        cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
+    return text;
+}
+
+/* How the why section names r: "rules[0] (file:line)". */
+static const char *rule_title(const struct cma_rule *r, char *out, size_t len)
+{
+    const struct cma_config_rule *c = r->cfg;
+    snprintf(out, len, "%s[%zu] (%s:%u)", rule_list(r), r->index, c->pos.file, c->pos.line);
+    return out;
+}
+
 /* Lists one rule's seriesQuery and says what became of the series; adds to *total. */
 static void why_rule(struct cma_explain *ex, const struct cma_app *app,
                      const struct cma_catalog *cat, const struct cma_rule *r,
                      const struct cma_api_resource *resource, const char *metric,
                      struct why_total *total)
 {
-    const struct cma_config_rule *c = r->cfg;
     struct why_rule w = {
         .ex = ex, .rule = r, .mapper = cma_catalog_mapper(cat), .want = resource, .metric = metric};
     cma_buf_init(&w.scratch, 64 * 1024);
     struct cma_err err;
     cma_err_clear(&err);
     int64_t now = cma_clock_wall_ms();
+    char title[512];
+    rule_title(r, title, sizeof title);
     const struct cma_backend *b = r->backend.queries ? r->backend.queries : &app->backend;
+    char *listed = listing_query(ex, r, &err);
     enum cma_errc rc =
-        cma_backend_series(b, r->series_query, now - max_age_ms(app), now, why_series, &w, &err);
+        listed ? cma_backend_series(b, listed, now - max_age_ms(app), now, why_series, &w, &err)
+               : err.code;
+    const char *shown = listed ? listed : r->series_query;
     if (rc != CMA_OK)
-        cma_explain_addf(ex, CMA_EX_WHY, "%s[%zu] (%s:%u): seriesQuery %s: listing failed: %s",
-                         rule_list(r), r->index, c->pos.file, c->pos.line, r->series_query,
+        cma_explain_addf(ex, CMA_EX_WHY, "%s: seriesQuery %s: listing failed: %s", title, shown,
                          err.msg);
     else
         cma_explain_addf(ex, CMA_EX_WHY,
-                         "%s[%zu] (%s:%u): seriesQuery %s finds %zu series, %zu named %s, %zu "
+                         "%s: seriesQuery %s finds %zu series, %zu named %s, %zu "
                          "of them with a label that maps to the resource",
-                         rule_list(r), r->index, c->pos.file, c->pos.line, r->series_query,
-                         w.n_series, w.n_named, metric, resource ? w.n_mapped : w.n_named);
+                         title, shown, w.n_series, w.n_named, metric,
+                         resource ? w.n_mapped : w.n_named);
+    free(listed);
     total->named += w.n_named;
     total->mapped += resource ? w.n_mapped : w.n_named;
     for (size_t i = 0; i < w.n_noted; i++)
         free(w.noted[i]);
     cma_buf_done(&w.scratch);
+}
+
+/* ---- the MetricRules of the request's namespace, as their status says ---- */
+
+#define METRICRULES_PATH "/apis/metrics.custom-metrics-adapter.dev/v1alpha1/namespaces/"
+#define METRICRULES_MAX_BYTES ((size_t)16 << 20)
+
+static enum cma_errc append_escaped(struct cma_buf *b, const char *s);
+
+static const char *json_str(json_t *obj, const char *key)
+{
+    const char *v = json_string_value(json_object_get(obj, key));
+    return v ? v : "";
+}
+
+/* The Accepted condition of a MetricRule's status (borrowed), NULL when there is none. */
+static json_t *accepted_condition(json_t *status)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(status, "conditions"), i, c)
+    {
+        if (strcmp(json_str(c, "type"), "Accepted") == 0)
+            return c;
+    }
+    return NULL;
+}
+
+/* status.metrics: whether it names metric (external metrics: ignoring case, as served), and
+ * the names on one line. */
+static bool metrics_of(json_t *status, const char *metric, bool external, char *line, size_t len)
+{
+    bool has = false;
+    size_t used = 0, i;
+    json_t *v;
+    line[0] = '\0';
+    json_array_foreach(json_object_get(status, "metrics"), i, v)
+    {
+        const char *name = json_string_value(v);
+        if (!name)
+            continue;
+        has = has || (external ? strcasecmp(name, metric) : strcmp(name, metric)) == 0;
+        int k = used < len ? snprintf(line + used, len - used, "%s%s", i ? ", " : "", name) : 0;
+        used += k > 0 ? (size_t)k : 0;
+    }
+    if (used >= len && len > 4)
+        snprintf(line + len - 4, 4, "...");
+    return has;
+}
+
+/* One line for a MetricRule of the namespace: what its Accepted condition says, and whether it
+ * serves the metric. */
+static void report_metricrule(struct cma_explain *ex, json_t *item, const char *metric,
+                              bool external)
+{
+    json_t *meta = json_object_get(item, "metadata"), *status = json_object_get(item, "status");
+    const char *name = json_str(meta, "name");
+    long long gen = (long long)json_integer_value(json_object_get(meta, "generation"));
+    long long seen = (long long)json_integer_value(json_object_get(status, "observedGeneration"));
+    json_t *cond = accepted_condition(status);
+    char names[1024];
+    bool serves = metrics_of(status, metric, external, names, sizeof names);
+    const char *ns = ex->namespace_;
+    if (!cond)
+        cma_explain_addf(ex, CMA_EX_WHY,
+                         "MetricRule %s/%s: no Accepted condition in its status: the adapter has "
+                         "not processed it yet",
+                         ns, name);
+    else if (seen < gen)
+        cma_explain_addf(ex, CMA_EX_WHY,
+                         "MetricRule %s/%s: generation %lld is not processed yet (its status is "
+                         "of generation %lld: Accepted=%s, %s)",
+                         ns, name, gen, seen, json_str(cond, "status"), json_str(cond, "reason"));
+    else if (strcmp(json_str(cond, "status"), "True") != 0)
+        cma_explain_addf(ex, CMA_EX_WHY, "MetricRule %s/%s: not accepted (%s): %s", ns, name,
+                         json_str(cond, "reason"), json_str(cond, "message"));
+    else
+        cma_explain_addf(ex, CMA_EX_WHY, "MetricRule %s/%s: accepted, %s %s (its metrics: %s)", ns,
+                         name, serves ? "serves" : "does not serve", metric,
+                         names[0] ? names : "none yet");
+}
+
+/* GET of the MetricRuleList of namespace ns through the adapter's own kube client: the decoded
+ * list (caller json_decref()s), or NULL with the reason in why. */
+static json_t *list_metricrules(const struct cma_app *app, const char *ns, char *why, size_t len)
+{
+    struct cma_buf path, body;
+    cma_buf_init(&path, 4096);
+    cma_buf_init(&body, METRICRULES_MAX_BYTES);
+    struct cma_err err;
+    cma_err_clear(&err);
+    long status = 0;
+    enum cma_errc rc = cma_buf_appends(&path, METRICRULES_PATH);
+    if (rc == CMA_OK)
+        rc = append_escaped(&path, ns);
+    if (rc == CMA_OK)
+        rc = cma_buf_appends(&path, "/metricrules");
+    if (rc == CMA_OK)
+        rc = cma_kube_request(app->kube, "GET", cma_buf_str(&path), NULL, 0, &body, &status, &err);
+    json_t *list = rc == CMA_OK && status == 200
+                       ? json_loadb(body.ptr ? body.ptr : "", body.len, 0, NULL)
+                       : NULL;
+    if (rc != CMA_OK)
+        snprintf(why, len, "%s", err.msg[0] ? err.msg : "out of memory");
+    else if (status != 200)
+        snprintf(why, len, "HTTP %ld from %s", status, cma_buf_str(&path));
+    else if (!json_is_array(json_object_get(list, "items")))
+        snprintf(why, len, "the answer is no list");
+    if (!json_is_array(json_object_get(list, "items"))) {
+        json_decref(list);
+        list = NULL;
+    }
+    cma_buf_done(&body);
+    cma_buf_done(&path);
+    return list;
+}
+
+/* Lists the MetricRules of the request's namespace through the Kubernetes API (the adapter's
+ * own client and rights) and reports each one's status: why one that should serve the metric
+ * does not (not accepted, a conflict another source won, not processed yet). Only with
+ * --enable-metric-rules and a namespaced request; never another namespace's. */
+static void why_metricrules(struct cma_explain *ex, const struct cma_app *app, const char *metric,
+                            bool external)
+{
+    const char *ns = ex->namespace_;
+    if (!ns || !ns[0] || strcmp(ns, "*") == 0 || !app->kube || !app->opts ||
+        !app->opts->enable_metric_rules)
+        return;
+    char why[1024];
+    json_t *list = list_metricrules(app, ns, why, sizeof why);
+    json_t *items = json_object_get(list, "items");
+    if (!list)
+        cma_explain_addf(ex, CMA_EX_WHY, "MetricRules of namespace %s: not listed: %s", ns, why);
+    else if (json_array_size(items) == 0)
+        cma_explain_addf(ex, CMA_EX_WHY, "MetricRules of namespace %s: none", ns);
+    size_t i;
+    json_t *item;
+    json_array_foreach(items, i, item)
+    {
+        report_metricrule(ex, item, metric, external);
+    }
+    json_decref(list);
 }
 
 /* The conclusion once every rule was listed. */
@@ -490,6 +702,7 @@ void cma_explain_why_missing(struct cma_explain *ex, const struct cma_app *app,
     for (size_t i = 0; i < n; i++)
         if (rules[i].series_query[0]) /* an empty one lists nothing (warned at load) */
             why_rule(ex, app, cat, &rules[i], resource, metric, &total);
+    why_metricrules(ex, app, metric, !resource);
     why_conclusion(ex, cat, resource, namespaced, metric, &total);
 }
 
@@ -578,6 +791,12 @@ static enum cma_errc render(const struct cma_explain *ex, const char *target,
                             const struct cma_response *resp, struct cma_buf *out)
 {
     cma_buf_printf(out, "explain: GET %s\n", target);
+    if (ex->scoped)
+        cma_buf_printf(out,
+                       "scope: %s%s (explain=true shows what this request may read: no series, "
+                       "objects or MetricRules of other namespaces)\n",
+                       ex->namespace_ ? "namespace " : "cluster-scoped",
+                       ex->namespace_ ? ex->namespace_ : "");
     for (int s = 0; s < CMA_EX__COUNT; s++) {
         if (ex->n_lines[s] == 0)
             continue;
@@ -591,14 +810,37 @@ static enum cma_errc render(const struct cma_explain *ex, const char *target,
     return out->ptr ? CMA_OK : CMA_ERR_TOO_LARGE;
 }
 
-enum cma_errc cma_explain_run(const struct cma_app *app, const char *target, struct cma_buf *out,
-                              int *ret_status, struct cma_err *reterr)
+/* The namespace a metrics route reads, as its SubjectAccessReview names it (authz.c); NULL for
+ * a cluster-scoped one or a path that is no route. */
+static const char *route_namespace(const struct cma_route *route)
+{
+    if (!route)
+        return NULL;
+    if (route->kind == CMA_ROUTE_CUSTOM_NAMESPACE_METRIC && !route->namespace_)
+        return route->name;
+    return route->namespace_;
+}
+
+/* cma_explain_run, scoped (explain=true: only what the request's own authorization covers) or
+ * not (the CLI, /debug/explain). The explained request works to app->call's deadline. */
+static enum cma_errc run(const struct cma_app *app, const char *target, bool scoped,
+                         struct cma_buf *out, int *ret_status, struct cma_err *reterr)
 {
     struct target t;
     enum cma_errc rc = parse_target(target, &t, reterr);
     if (rc != CMA_OK)
         return rc;
-    struct cma_explain ex = {.app_rec = {NULL, app->backend}};
+    struct cma_route *route = NULL; /* the request's namespace (a bad path is the answer's) */
+    struct cma_err ignored;
+    cma_err_clear(&ignored);
+    if (cma_router_parse(t.path, &route, &ignored) != CMA_OK)
+        route = NULL;
+    struct cma_explain ex = {.app_rec = {NULL, app->backend},
+                             .scoped = scoped,
+                             .namespace_ = route_namespace(route),
+                             .ns_label = app->opts && app->opts->metric_rules_namespace_label
+                                             ? app->opts->metric_rules_namespace_label
+                                             : "namespace"};
     ex.app_rec.ex = &ex;
     for (int s = 0; s < CMA_EX__COUNT; s++)
         cma_buf_init(&ex.sec[s], SECTION_MAX_BYTES);
@@ -612,7 +854,8 @@ enum cma_errc cma_explain_run(const struct cma_app *app, const char *target, str
                               .path = t.path,
                               .query = t.kv,
                               .n_query = t.n,
-                              .start_mono_ms = cma_clock_mono_ms()};
+                              .start_mono_ms = cma_clock_mono_ms(),
+                              .call = app->call}; /* the outer request's deadline, if any */
     struct cma_response resp = {.status = 200, .content_type = "application/json"};
     cma_buf_init(&resp.body, CMA_BUF_DEFAULT_MAX);
     cma_app_handle(&traced, &req, &resp);
@@ -623,8 +866,15 @@ enum cma_errc cma_explain_run(const struct cma_app *app, const char *target, str
     cma_buf_done(&resp.body);
     for (int s = 0; s < CMA_EX__COUNT; s++)
         cma_buf_done(&ex.sec[s]);
+    cma_route_free(route);
     target_done(&t);
     return rc;
+}
+
+enum cma_errc cma_explain_run(const struct cma_app *app, const char *target, struct cma_buf *out,
+                              int *ret_status, struct cma_err *reterr)
+{
+    return run(app, target, false, out, ret_status, reterr);
 }
 
 void cma_api_explain(struct cma_app *app, const struct cma_request *req, struct cma_response *resp)
@@ -650,6 +900,96 @@ void cma_api_explain(struct cma_app *app, const struct cma_request *req, struct 
     }
     resp->status = 200;
     resp->content_type = "text/plain; charset=utf-8";
+}
+
+/* ---- explain=true on the metrics path itself ---- */
+
+/* strconv.ParseBool, as Kubernetes reads boolean query parameters. false when s is not one. */
+static bool parse_bool(const char *s, bool *ret)
+{
+    static const char *const yes[] = {"1", "t", "T", "true", "TRUE", "True"};
+    static const char *const no[] = {"0", "f", "F", "false", "FALSE", "False"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        if (strcmp(s, yes[i]) == 0 || strcmp(s, no[i]) == 0) {
+            *ret = strcmp(s, yes[i]) == 0;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Appends s percent-encoded for a query string (RFC 3986 unreserved characters kept). */
+static enum cma_errc append_escaped(struct cma_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    enum cma_errc rc = CMA_OK;
+    for (const unsigned char *p = (const unsigned char *)s; rc == CMA_OK && *p; p++) {
+        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p >= '0' && *p <= '9') || strchr("-._~", *p);
+        char esc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+        rc = plain ? cma_buf_appendc(b, (char)*p) : cma_buf_append(b, esc, 3);
+    }
+    return rc;
+}
+
+/* The request as a target for run(): its raw path and its query parameters but `explain`,
+ * encoded again. */
+static enum cma_errc request_target(const struct cma_request *req, struct cma_buf *out)
+{
+    enum cma_errc rc = cma_buf_appends(out, req->path);
+    char sep = '?';
+    for (size_t i = 0; rc == CMA_OK && i < req->n_query; i++) {
+        const struct cma_kv *kv = &req->query[i];
+        if (strcmp(kv->key, "explain") == 0)
+            continue;
+        rc = cma_buf_appendc(out, sep);
+        sep = '&';
+        if (rc == CMA_OK)
+            rc = append_escaped(out, kv->key);
+        if (rc == CMA_OK)
+            rc = cma_buf_appendc(out, '=');
+        if (rc == CMA_OK)
+            rc = append_escaped(out, kv->value ? kv->value : "");
+    }
+    return rc;
+}
+
+bool cma_api_explain_param(struct cma_app *app, const struct cma_request *req,
+                           struct cma_response *resp)
+{
+    const struct cma_options *o = app->opts;
+    const char *value = cma_request_query(req, "explain");
+    if (!value || app->explain || !o || !(o->enable_metric_rules || o->enable_explain))
+        return false;
+    bool on = false;
+    if (!parse_bool(value, &on)) {
+        cma_api_reply_errorf(resp, CMA_ERR_BAD_REQUEST,
+                             "explain: invalid value \"%s\": true or false (explain=true answers "
+                             "the request's explain report as text)",
+                             value);
+        return true;
+    }
+    if (!on)
+        return false;
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_buf target;
+    cma_buf_init(&target, CMA_BUF_DEFAULT_MAX);
+    int status = 0;
+    cma_buf_clear(&resp->body);
+    enum cma_errc rc = request_target(req, &target);
+    if (rc != CMA_OK)
+        cma_err_set(&err, rc, "the request is too long to explain");
+    else
+        rc = run(app, cma_buf_str(&target), true, &resp->body, &status, &err);
+    cma_buf_done(&target);
+    if (rc != CMA_OK) {
+        cma_api_fail(resp, req, err.code, &err);
+        return true;
+    }
+    resp->status = 200;
+    resp->content_type = "text/plain; charset=utf-8";
+    return true;
 }
 
 /* ---- the CLI's one relist ---- */

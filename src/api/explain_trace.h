@@ -57,4 +57,16 @@ void cma_explain_why_missing(struct cma_explain *ex, const struct cma_app *app,
  * caller's to check. */
 void cma_api_explain(struct cma_app *app, const struct cma_request *req, struct cma_response *resp);
 
+/* `explain=true` on a metrics request itself (custom, external or resource metrics; on with
+ * --enable-metric-rules or --enable-explain): the report of that very request, without the
+ * parameter, as text/plain (200, the request's own status inside), after the request passed
+ * authentication and the SubjectAccessReview of its own attributes. The report is scoped: no
+ * sample the request's filter leaves out, each rule's series counted only in the request's
+ * namespace (the MetricRules' namespace label added), no MetricRule of another namespace.
+ * Returns true when it answered (the report, a 400 Status for a value strconv.ParseBool does not
+ * take, or the Status of a failure); false when the request is to be served as usual (no such
+ * parameter, explain=false, the feature off, or already explaining). */
+bool cma_api_explain_param(struct cma_app *app, const struct cma_request *req,
+                           struct cma_response *resp);
+
 #endif

@@ -6,7 +6,14 @@
  * equal to the same request's answer without explain; and why nothing matches (a seriesFilter drops
  * the series, the resource label does not map, no series at all, the resource is unknown); a target
  * that is not a path or has a bad escape; GET /debug/explain off (404) and on (the same report as
- * text/plain), without a path (400), and not on itself. */
+ * text/plain), without a path (400), and not on itself. `explain=true` on the metrics path itself:
+ * ignored unless --enable-metric-rules or --enable-explain; then the report of the request without
+ * the parameter (its other parameters encoded again), scoped: samples of objects the request did
+ * not name are counted, not shown, and a rule's series are listed with namespace="<the request's>"
+ * added (a series of no namespace is not counted); a value that is not a boolean is a 400 Status,
+ * explain=false the usual answer. The MetricRules of the request's namespace, read through the
+ * fake kube-apiserver: each one's Accepted condition (invalid, conflict, not processed, no status,
+ * accepted) and nothing of another namespace's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,10 +53,20 @@ static const char ANSWER[] =
     "{\"metric\":{\"pod\":\"b\"},\"value\":[1700000000,\"NaN\"]},"
     "{\"metric\":{\"pod\":\"c\"},\"value\":[1700000000,\"3\"]}]}}";
 
-static const struct fake_series ANSWERS[] = {{"{__name__=~\"^gpu_.*\"}", SERIES, 4}};
+/* What the same seriesQuery lists with namespace="ml" added (explain=true): the series of ml. */
+static const char *const SERIES_ML[] = {
+    "gpu_util{namespace=ml,pod=a}",
+    "gpu_util{namespace=ml,pod=b}",
+    "gpu_secret_util{namespace=ml,pod=a}",
+};
+
+static const struct fake_series ANSWERS[] = {
+    {"{__name__=~\"^gpu_.*\"}", SERIES, 4},
+    {"{__name__=~\"^gpu_.*\",namespace=\"ml\"}", SERIES_ML, 3},
+};
 static const struct api_reply REPLIES[] = {{"", ANSWER}}; /* "" is in every query */
 static const struct api_fixture_spec SPEC = {
-    .config = CONFIG, .series = ANSWERS, .n_series = 1, .replies = REPLIES, .n_replies = 1};
+    .config = CONFIG, .series = ANSWERS, .n_series = 2, .replies = REPLIES, .n_replies = 1};
 
 static int setup(void **state)
 {
@@ -259,6 +276,151 @@ static void test_debug_explain__off_on_and_errors(void **state)
     fx->opts->enable_explain = false;
 }
 
+/* GET path with the query parameters kv (decoded values, as the server hands them over). */
+static struct cma_response get_with(struct api_fixture *fx, const char *path, struct cma_kv *kv,
+                                    size_t n)
+{
+    struct cma_request req = {.method = "GET", .path = path, .query = kv, .n_query = n};
+    struct cma_response resp = {.status = 200, .content_type = "application/json"};
+    cma_buf_init(&resp.body, 1 << 20);
+    cma_app_handle(&fx->app, &req, &resp);
+    return resp;
+}
+
+static void test_explain_param__off_on_scoped_and_bad_values(void **state)
+{
+    struct api_fixture *fx = *state;
+    const char *path = "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/gpu_util";
+    struct cma_kv kv[] = {{"explain", "true"}, {"note", "a b/c&d"}};
+    struct cma_response resp = get_with(fx, path, kv, 2);
+    assert_int_equal(resp.status, 200); /* off: ignored, as prometheus-adapter ignores it */
+    assert_string_equal(resp.content_type, "application/json");
+    assert_non_null(strstr(cma_buf_str(&resp.body), "\"value\":\"1500m\""));
+    cma_buf_done(&resp.body);
+    fx->opts->enable_metric_rules = true;
+    resp = get_with(fx, path, kv, 2);
+    assert_int_equal(resp.status, 200);
+    assert_string_equal(resp.content_type, "text/plain; charset=utf-8");
+    const char *r = cma_buf_str(&resp.body);
+    has(r, "explain: GET /apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/"
+           "gpu_util?note=a%20b%2Fc%26d\n");
+    has(r, "scope: namespace ml (explain=true shows");
+    has(r, "  promql: avg(gpu_util{namespace=\"ml\",pod=\"a\"}) by (pod)\n");
+    has(r, "  {pod=\"a\"} 1.5 @ 2023-11-14T22:13:20Z\n");
+    has(r, "  2 series name none of the requested objects (not shown with explain=true)\n");
+    assert_null(strstr(r, "pod=\"c\"")); /* not named by the request: not shown */
+    assert_null(strstr(r, "pod=\"b\""));
+    has(r, "answer: HTTP 200\n");
+    cma_buf_done(&resp.body);
+    struct cma_kv off[] = {{"explain", "False"}};
+    resp = get_with(fx, path, off, 1);
+    assert_int_equal(resp.status, 200);
+    assert_string_equal(resp.content_type, "application/json");
+    cma_buf_done(&resp.body);
+    struct cma_kv bad[] = {{"explain", "yes"}};
+    resp = get_with(fx, path, bad, 1);
+    assert_int_equal(resp.status, 400);
+    has(cma_buf_str(&resp.body), "\"code\":400");
+    has(cma_buf_str(&resp.body), "explain: invalid value \\\"yes\\\": true or false");
+    cma_buf_done(&resp.body);
+    fx->opts->enable_metric_rules = false;
+    fx->opts->enable_explain = true; /* the operator's flag turns it on too */
+    resp = get_with(fx, path, kv, 1);
+    assert_string_equal(resp.content_type, "text/plain; charset=utf-8");
+    cma_buf_done(&resp.body);
+    fx->opts->enable_explain = false;
+}
+
+static void test_explain_param__why_counts_only_the_namespace(void **state)
+{
+    struct api_fixture *fx = *state;
+    fx->opts->enable_metric_rules = true;
+    struct cma_kv kv[] = {{"explain", "1"}};
+    struct cma_response resp = get_with(
+        fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/gpu_host_temp", kv, 1);
+    assert_int_equal(resp.status, 200);
+    const char *r = cma_buf_str(&resp.body);
+    /* gpu_host_temp{host=h1} has no namespace: the scoped listing does not see it */
+    has(r,
+        "  rules[0] (rules.yaml:2): seriesQuery {__name__=~\"^gpu_.*\",namespace=\"ml\"} finds 3 "
+        "series, 0 named gpu_host_temp");
+    has(r, "  no rule's seriesQuery finds a series that becomes metric gpu_host_temp");
+    assert_null(strstr(r, "host)"));
+    has(r, "answer: HTTP 404\n");
+    cma_buf_done(&resp.body);
+    /* unscoped (the CLI), the same request sees every series */
+    int status = 0;
+    char *cli = explain(
+        fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/gpu_host_temp", &status);
+    has(cli, "seriesQuery {__name__=~\"^gpu_.*\"} finds 4 series, 1 named gpu_host_temp");
+    free(cli);
+    fx->opts->enable_metric_rules = false;
+}
+
+/* A MetricRuleList of namespace ml as kube-apiserver answers it (status as the adapter writes
+ * it: metricrule_status.h). */
+static const char MR_LIST_ML[] =
+    "{\"kind\":\"MetricRuleList\",\"apiVersion\":\"metrics.custom-metrics-adapter.dev/v1alpha1\","
+    "\"metadata\":{\"resourceVersion\":\"7\"},\"items\":["
+    "{\"metadata\":{\"name\":\"broken\",\"namespace\":\"ml\",\"generation\":1},"
+    "\"status\":{\"observedGeneration\":1,\"conditions\":[{\"type\":\"Accepted\",\"status\":"
+    "\"False\",\"reason\":\"InvalidSpec\",\"message\":\"spec.rules[0].metricsQuery: 1:5: "
+    "unexpected right paren\",\"observedGeneration\":1}],\"metrics\":[]}},"
+    "{\"metadata\":{\"name\":\"fresh\",\"namespace\":\"ml\",\"generation\":3},"
+    "\"status\":{\"observedGeneration\":2,\"conditions\":[{\"type\":\"Accepted\",\"status\":"
+    "\"True\",\"reason\":\"Accepted\",\"message\":\"every rule loaded\"}],\"metrics\":[]}},"
+    "{\"metadata\":{\"name\":\"loser\",\"namespace\":\"ml\",\"generation\":2},"
+    "\"status\":{\"observedGeneration\":2,\"conditions\":[{\"type\":\"Accepted\",\"status\":"
+    "\"False\",\"reason\":\"Conflict\",\"message\":\"pods/nothing_here is served by the config "
+    "file's rule rules.yaml:2:3\"}]}},"
+    "{\"metadata\":{\"name\":\"new\",\"namespace\":\"ml\",\"generation\":1}},"
+    "{\"metadata\":{\"name\":\"queue\",\"namespace\":\"ml\",\"generation\":1},"
+    "\"status\":{\"observedGeneration\":1,\"conditions\":[{\"type\":\"Accepted\",\"status\":"
+    "\"True\",\"reason\":\"Accepted\",\"message\":\"every rule loaded\"}],"
+    "\"metrics\":[\"nothing_here\",\"queue_depth\"]}}]}";
+
+static void test_explain__metricrules_of_the_namespace(void **state)
+{
+    (void)state;
+    static const struct cma_fake_answer kube[] = {
+        {.path = "/apis/metrics.custom-metrics-adapter.dev/v1alpha1/namespaces/ml/metricrules",
+         .status = 200,
+         .body = MR_LIST_ML},
+    };
+    struct api_fixture_spec spec = SPEC;
+    spec.kube = kube;
+    spec.n_kube = 1;
+    struct api_fixture *fx = cma_test_api_fixture_new(&spec);
+    int status = 0;
+    const char *target = "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/nothing_here";
+    char *r = explain(fx, target, &status);
+    assert_null(strstr(r, "MetricRule")); /* --enable-metric-rules off: not listed */
+    free(r);
+    fx->opts->enable_metric_rules = true;
+    r = explain(fx, target, &status);
+    assert_int_equal(status, 404);
+    has(r, "  MetricRule ml/broken: not accepted (InvalidSpec): spec.rules[0].metricsQuery: 1:5: "
+           "unexpected right paren\n");
+    has(r, "  MetricRule ml/fresh: generation 3 is not processed yet (its status is of generation "
+           "2: Accepted=True, Accepted)\n");
+    has(r, "  MetricRule ml/loser: not accepted (Conflict): pods/nothing_here is served by the "
+           "config file's rule rules.yaml:2:3\n");
+    has(r, "  MetricRule ml/new: no Accepted condition in its status: the adapter has not "
+           "processed it yet\n");
+    has(r, "  MetricRule ml/queue: accepted, serves nothing_here (its metrics: nothing_here, "
+           "queue_depth)\n");
+    free(r);
+    /* another namespace: its own list only (the fake has none: 404), never ml's */
+    r = explain(fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/shop/pods/a/nothing_here",
+                &status);
+    has(r, "  MetricRules of namespace shop: not listed: HTTP 404 from "
+           "/apis/metrics.custom-metrics-adapter.dev/v1alpha1/namespaces/shop/metricrules\n");
+    assert_null(strstr(r, "ml/"));
+    assert_null(strstr(r, "broken"));
+    free(r);
+    cma_test_api_fixture_free(fx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -269,6 +431,9 @@ int main(void)
         cmocka_unit_test(test_explain__no_series_and_unknown_resource),
         cmocka_unit_test(test_explain__bad_targets),
         cmocka_unit_test(test_debug_explain__off_on_and_errors),
+        cmocka_unit_test(test_explain_param__off_on_scoped_and_bad_values),
+        cmocka_unit_test(test_explain_param__why_counts_only_the_namespace),
+        cmocka_unit_test(test_explain__metricrules_of_the_namespace),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
