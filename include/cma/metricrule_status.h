@@ -30,6 +30,9 @@ enum cma_metricrule_reason {
 
 /* "Accepted", "InvalidSpec", ...; NULL for a value out of range. */
 const char *cma_metricrule_reason_name(enum cma_metricrule_reason r);
+/* The reason named `name` (exactly as cma_metricrule_reason_name() spells it) into *ret; false
+ * (and *ret untouched) for any other text, NULL included. */
+bool cma_metricrule_reason_from_name(const char *name, enum cma_metricrule_reason *ret);
 
 /* Caps the CRD's schema puts on status (deploy/components/metric-rules/crd.yaml). */
 #define CMA_METRICRULE_STATUS_MAX_MESSAGE 32768 /* bytes of a condition's message */

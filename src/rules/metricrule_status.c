@@ -49,6 +49,16 @@ const char *cma_metricrule_reason_name(enum cma_metricrule_reason r)
     return (unsigned)r < CMA_METRICRULE_REASON__COUNT ? reason_names[r] : NULL;
 }
 
+bool cma_metricrule_reason_from_name(const char *name, enum cma_metricrule_reason *ret)
+{
+    for (int r = 0; name && r < CMA_METRICRULE_REASON__COUNT; r++)
+        if (strcmp(reason_names[r], name) == 0) {
+            *ret = (enum cma_metricrule_reason)r;
+            return true;
+        }
+    return false;
+}
+
 /* ---- reading the current status ------------------------------------------------------------ */
 
 static json_t *decode_status(const char *text)

@@ -54,17 +54,10 @@ static enum cma_errc read_object(struct cma_kube *k, const char *ns, const char 
     return *ret_status ? CMA_OK : cma_err_set(err, CMA_ERR_NOMEM, "out of memory");
 }
 
-static int reason_of(const char *name)
-{
-    for (int r = 0; r < CMA_METRICRULE_REASON__COUNT; r++)
-        if (strcmp(cma_metricrule_reason_name((enum cma_metricrule_reason)r), name) == 0)
-            return r;
-    return -1;
-}
-
 int main(int argc, char **argv)
 {
-    if (argc < 7 || reason_of(argv[5]) < 0) {
+    enum cma_metricrule_reason reason = CMA_METRICRULE_REASON_ACCEPTED;
+    if (argc < 7 || !cma_metricrule_reason_from_name(argv[5], &reason)) {
         fprintf(stderr, "usage: %s KUBECONFIG NAMESPACE NAME NOW_MS REASON MESSAGE [METRIC...]\n",
                 argv[0]);
         return 2;
@@ -77,8 +70,8 @@ int main(int argc, char **argv)
     char *current = NULL, *next = NULL;
     int gone = 0, code = 0;
     bool need = false;
-    struct cma_metricrule_outcome o = {(enum cma_metricrule_reason)reason_of(argv[5]), argv[6],
-                                       (const char *const *)argv + 7, (size_t)(argc - 7)};
+    struct cma_metricrule_outcome o = {reason, argv[6], (const char *const *)argv + 7,
+                                       (size_t)(argc - 7)};
     enum cma_metricrule_write w = CMA_METRICRULE_WRITE_DONE;
     if (read_object(k, argv[2], argv[3], &gen, &current, &gone, &err) != CMA_OK ||
         (!gone &&

@@ -51,6 +51,17 @@ static void test_cma_metricrule_reason_name__every_reason(void **state)
     for (int r = 0; r < CMA_METRICRULE_REASON__COUNT; r++)
         assert_string_equal(cma_metricrule_reason_name((enum cma_metricrule_reason)r), want[r]);
     assert_null(cma_metricrule_reason_name(CMA_METRICRULE_REASON__COUNT));
+    enum cma_metricrule_reason got = CMA_METRICRULE_REASON__COUNT;
+    for (int r = 0; r < CMA_METRICRULE_REASON__COUNT; r++) {
+        assert_true(cma_metricrule_reason_from_name(want[r], &got));
+        assert_int_equal(got, r);
+    }
+    got = CMA_METRICRULE_REASON_CONFLICT;
+    assert_false(cma_metricrule_reason_from_name("Invalid", &got));
+    assert_false(cma_metricrule_reason_from_name("accepted", &got));
+    assert_false(cma_metricrule_reason_from_name("", &got));
+    assert_false(cma_metricrule_reason_from_name(NULL, &got));
+    assert_int_equal(got, CMA_METRICRULE_REASON_CONFLICT);
 }
 
 static void test_cma_metricrule_status_build__exact_bytes(void **state)
