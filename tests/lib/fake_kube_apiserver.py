@@ -44,7 +44,8 @@ service account; tokenreview-bad-signature.http and tokenreview-garbage.http →
 authenticated:false answers); any other token gets the recorded garbage answer. POST
 /apis/authorization.k8s.io/v1/subjectaccessreviews echoes the spec with the recorded `status` of
 subjectaccessreview-hpa-get-custom-metric.http (allowed) when the user (or "group:<g>" of one of its
-groups) is in --sar-allow, else that of subjectaccessreview-alice-denied.http. With no --sar-allow
+groups, or "<user>@<namespace>" for a resource request in that namespace) is in --sar-allow, else that
+of subjectaccessreview-alice-denied.http. With no --sar-allow
 everyone is allowed: the older e2e tests use an anonymous kubectl and test metrics, not
 authorization; kube itself does not allow system:anonymous, and test_auth.sh sets an allow list.
 Test controls: GET /__fake/sar-allow?users=a,b (replace the list), GET /__fake/sar-log (every SAR
@@ -812,13 +813,17 @@ class App:
             spec = review.get("spec", {})
             with self.auth_lock:
                 self.sar_log.append(review)
+                # "user@ns": that user, for resource requests in namespace ns only (a
+                # RoleBinding's reach, e.g. the `view` role in one namespace)
+                in_ns = "%s@%s" % (spec.get("user"), spec.get("resourceAttributes", {}).get("namespace", ""))
                 allowed = "*" in self.sar_allow or spec.get("user") in self.sar_allow or any(
-                    ("group:" + g) in self.sar_allow for g in spec.get("groups", []))
+                    ("group:" + g) in self.sar_allow for g in spec.get("groups", [])) or (
+                    "resourceAttributes" in spec and in_ns in self.sar_allow)
             out = {"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
                    "metadata": {"creationTimestamp": None}, "spec": spec,
                    "status": copy.deepcopy(self.sar_allowed if allowed else self.sar_denied)}
             return self.json_response(out, 201)
-        if path == "/__fake/sar-allow":  # test control: ?users=a,b,group:g ("*" = everyone)
+        if path == "/__fake/sar-allow":  # test control: ?users=a,b,group:g,u@ns ("*" = everyone)
             with self.auth_lock:
                 self.sar_allow = {u for u in params.get("users", "").split(",") if u}
             return self.json_response({"allow": sorted(self.sar_allow)})
