@@ -29,6 +29,8 @@
 #include "cma/kube.h"
 #include "cma/objcache.h"
 #include "cma/log.h"
+#include "cma/metricrule_ctl.h"
+#include "cma/metricrule_watch.h"
 #include "cma/metrics.h"
 #include "cma/options.h"
 #include "cma/persist.h"
@@ -237,6 +239,7 @@ struct runtime {
     struct cma_watch *watch; /* config reloads (on a change, on SIGHUP); NULL: SIGHUP only */
     struct cma_metric *m_reloads, *m_reload_ok, *m_reload_time; /* config reload metrics */
     struct cma_discovery *discovery;
+    struct cma_metricrule_ctl *metric_rules; /* --enable-metric-rules; NULL when off */
     struct cma_server *server;
     struct cma_auth *auth;
     struct cma_kube *authn_kube, *authz_kube; /* NULL = rt->kube */
@@ -433,6 +436,7 @@ static void runtime_done(struct runtime *rt)
 {
     cma_server_stop(rt->server);
     cma_watch_stop(rt->watch);
+    cma_metricrule_ctl_free(rt->metric_rules); /* before discovery: it publishes there */
     cma_auth_free(rt->auth);
     cma_kube_free(rt->authn_kube);
     cma_kube_free(rt->authz_kube);
@@ -810,8 +814,11 @@ static void save_catalog_to(struct cma_persist *p, const struct cma_catalog *c)
 static void save_catalog(void *ctx, const struct cma_catalog *c)
 {
     struct runtime *rt = ctx;
+    const struct cma_ruleset *rules = cma_catalog_rules(c);
+    if (rules && rules->base) /* merged with MetricRules: the file keeps the config's entries */
+        rules = rules->base;
     pthread_mutex_lock(&rt->cache_mu);
-    if (rt->catalog_cache && cma_catalog_rules(c) == rt->cache_rules)
+    if (rt->catalog_cache && rules == rt->cache_rules)
         save_catalog_to(rt->catalog_cache, c);
     pthread_mutex_unlock(&rt->cache_mu);
 }
@@ -1068,9 +1075,51 @@ static enum cma_errc reload_config(void *ctx, const char *why, struct cma_err *e
                  config_files(cfg, files, sizeof(files)), rs->n_rules, rs->n_external_rules,
                  rs->has_resource_rules ? "present" : "absent");
     refresh_catalog_cache(rt, rs, cfg);
-    cma_discovery_set_rules(rt->discovery, rs);
+    if (rt->metric_rules) /* merged with the current MetricRules, then to discovery */
+        rc = cma_metricrule_ctl_set_config(rt->metric_rules, rs, err);
+    else
+        cma_discovery_set_rules(rt->discovery, rs);
+    if (rc != CMA_OK)
+        cma_log_error("config reload: cannot merge with the MetricRules: %s", err->msg);
     cma_ruleset_free(rs); /* discovery and the snapshots hold their own references */
-    return CMA_OK;
+    return rc;
+}
+
+/* ---- MetricRules (--enable-metric-rules) --------------------------------------------------- */
+
+/* The controller's merged ruleset goes to discovery exactly as a config reload's. */
+static void publish_merged(void *ctx, const struct cma_ruleset *merged)
+{
+    struct runtime *rt = ctx;
+    cma_discovery_set_rules(rt->discovery, merged);
+}
+
+/* The MetricRule controller and its watch; nothing at all when the flag is off. MetricRules may
+ * use the flags' backend; the config's named backends are not offered to them. */
+static int start_metric_rules(struct runtime *rt)
+{
+    if (!rt->opts->enable_metric_rules)
+        return 0;
+    struct cma_err err;
+    cma_err_clear(&err);
+    struct cma_metricrule_ctl_config mc = {
+        .ns_label = rt->opts->metric_rules_namespace_label,
+        .backend_names = rt->backend_names,
+        .queries = rt->query_backends,
+        .max_query_bytes = rt->query_limits,
+        .n_backends = rt->n_backends,
+        .publish = publish_merged,
+        .ctx = rt,
+    };
+    if (cma_metricrule_ctl_new(&mc, rt->rules, &rt->metric_rules, &err) != CMA_OK ||
+        cma_metricrule_ctl_start(rt->metric_rules, rt->kube, &err) != CMA_OK) {
+        log_err("metric rules", &err);
+        return 1;
+    }
+    cma_log_info("metric rules: watching MetricRules (%s/%s), queries restricted by the label %s",
+                 CMA_METRICRULE_GROUP, CMA_METRICRULE_VERSION,
+                 rt->opts->metric_rules_namespace_label);
+    return 0;
 }
 
 /* The watch on the config paths. Without one (inotify unavailable, e.g. at the per-user instance
@@ -1123,6 +1172,8 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         log_err(NULL, &err);
         return 1;
     }
+    if (start_metric_rules(rt) != 0)
+        return 1;
     start_watch(rt);
     char cert[1024], key[1024];
     const char *cert_file = o->tls_cert_file, *key_file = o->tls_private_key_file;
@@ -1155,8 +1206,11 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         .store = rt->store,
         .discovery = rt->discovery,
         .reload = rt->watch,
-        .serve_custom = rt->rules->n_rules > 0 && !o->disable_custom_metrics,
-        .serve_external = rt->rules->n_external_rules > 0 && !o->disable_external_metrics,
+        /* with MetricRules both groups are served, whatever the config holds */
+        .serve_custom =
+            (rt->rules->n_rules > 0 || o->enable_metric_rules) && !o->disable_custom_metrics,
+        .serve_external = (rt->rules->n_external_rules > 0 || o->enable_metric_rules) &&
+                          !o->disable_external_metrics,
         .serve_resource = rt->rules->has_resource_rules && !o->disable_resource_metrics,
     };
     cma_app_register_metrics(app, rt->metrics);

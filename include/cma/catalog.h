@@ -54,11 +54,27 @@ enum cma_errc cma_catalog_build(struct cma_catalog_builder *b, int64_t built_wal
 struct cma_catalog *cma_catalog_ref(struct cma_catalog *c);
 void cma_catalog_unref(struct cma_catalog *c);
 
+/* Entries are keyed by (resource, namespaced, metric, owner): the owner is the namespace of the
+ * MetricRule whose rule serves the entry (cma_rule.owner), NULL for the config files' rules. A
+ * builder's "later rules win" holds per owner. */
+/* The config files' entry (owner NULL). */
 const struct cma_catalog_entry *cma_catalog_lookup(const struct cma_catalog *c,
                                                    const struct cma_api_resource *resource,
                                                    bool namespaced, const char *metric);
 const struct cma_catalog_entry *cma_catalog_lookup_external(const struct cma_catalog *c,
                                                             const char *metric);
+/* The entry of exactly that owner (NULL: the config's); resource NULL: an external metric. */
+const struct cma_catalog_entry *cma_catalog_lookup_owner(const struct cma_catalog *c,
+                                                         const struct cma_api_resource *resource,
+                                                         bool namespaced, const char *metric,
+                                                         const char *owner);
+/* What a request in namespace_ (NULL or "": cluster-scoped, or external across all namespaces)
+ * is served by: the config files' entry, else the entry of a MetricRule of namespace_ (never
+ * for a cluster-scoped resource or without a namespace). resource NULL: an external metric. */
+const struct cma_catalog_entry *cma_catalog_lookup_in(const struct cma_catalog *c,
+                                                      const struct cma_api_resource *resource,
+                                                      bool namespaced, const char *metric,
+                                                      const char *namespace_);
 size_t cma_catalog_count(const struct cma_catalog *c); /* custom entries */
 size_t cma_catalog_count_external(const struct cma_catalog *c);
 const struct cma_catalog_entry *cma_catalog_entry_at(const struct cma_catalog *c, size_t i);

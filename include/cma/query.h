@@ -18,6 +18,7 @@ struct cma_template;
 struct cma_restmapper;
 struct cma_api_resource;
 struct cma_selector;
+struct cma_rule_owner;
 
 struct cma_query_input {
     const struct cma_template *tmpl; /* metricsQuery / containerQuery / nodeQuery */
@@ -34,6 +35,11 @@ struct cma_query_input {
     /* true: any object of the resource instead of `names`: the resource matcher is
      * label=~".+" and LabelValuesByName gives ".+" for the label (the wide form below) */
     bool any_object;
+    /* A MetricRule's rule (cma_rule.owner; NULL for the config's): the rendered query is parsed,
+     * every selector gets enforce->label="enforce->namespace_" (cma_promql_enforce) and the
+     * printed result is what is appended; a query that cannot be so enforced is an error
+     * (CMA_ERR_RULE naming the MetricRule) and nothing is appended. */
+    const struct cma_rule_owner *enforce;
 };
 
 /* Appends the rendered PromQL to `promql`; the resource label used for the objects goes to

@@ -88,6 +88,15 @@ struct cma_rule_backend {
     size_t max_query_bytes;
 };
 
+/* Who owns a rule served from a MetricRule (metricrule_ctl.h): its namespace and name, and the
+ * label every query of the rule is enforced with (--metric-rules-namespace-label). The config
+ * files' rules have none (cma_rule.owner NULL). */
+struct cma_rule_owner {
+    const char *namespace_;
+    const char *name;
+    const char *label;
+};
+
 /* The template a rule with maxSampleAge measures its data's age with (see cma_rule.age_query). */
 #define CMA_RULE_AGE_QUERY "timestamp(<<.Series>>{<<.LabelMatchers>>})"
 
@@ -110,6 +119,9 @@ struct cma_rule {
     /* "file:line:column: ..." when prometheus-adapter would load the rule and fail its requests
      * (see cma_rule_servable); NULL when it can be served */
     char *problem;
+    /* NULL for the config files' rules; a MetricRule's rule: its owner (set in a merged
+     * ruleset, cma_ruleset_new_merged), whose namespace alone it serves and reads */
+    const struct cma_rule_owner *owner;
 };
 
 struct cma_resource_query {
@@ -133,6 +145,13 @@ struct cma_ruleset {
     /* private: the reference count (cma_ruleset_ref) and the config freed with the ruleset */
     atomic_int refs;
     struct cma_config *owned_config;
+    /* private: a merged ruleset (cma_ruleset_new_merged) frees only its arrays and calls
+     * release(keep) with its last reference; the rules are shallow copies kept alive by keep */
+    void (*release)(void *keep);
+    void *keep;
+    /* a merged ruleset: the config files' ruleset its first rules are copies of (same indexes,
+     * what --catalog-cache-file persists); NULL otherwise. Set by the merge's maker. */
+    const struct cma_ruleset *base;
 };
 
 /* Compiles every rule of cfg; the first error stops and carries its position. What
@@ -149,6 +168,15 @@ enum cma_errc cma_ruleset_compile(const struct cma_config *cfg, struct cma_rules
 struct cma_ruleset *cma_ruleset_ref(const struct cma_ruleset *rs);
 void cma_ruleset_unref(const struct cma_ruleset *rs);
 void cma_ruleset_free(struct cma_ruleset *rs);
+/* A ruleset whose rules are shallow copies of other rulesets' rules (the config files' and each
+ * MetricRule's: metricrule_ctl.h): arrays of n_rules and n_external_rules zeroed rules for the
+ * caller to fill before it is shared, refs 1, everything else zero. With its last reference only
+ * the arrays are freed and release(keep) is called (keep holds what the copies point into; not
+ * called on failure). */
+enum cma_errc cma_ruleset_new_merged(size_t n_rules, size_t n_external_rules,
+                                     void (*release)(void *keep), void *keep,
+                                     struct cma_ruleset **ret, struct cma_err *reterr);
+
 /* Hands cfg (the config rs was compiled from) to rs: freed with the last reference. */
 void cma_ruleset_own_config(struct cma_ruleset *rs, struct cma_config *cfg);
 

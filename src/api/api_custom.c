@@ -405,6 +405,7 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
         .names = (const char *const *)cr->names,
         .n_names = cr->n_names,
         .metric_selector = cr->metric_selector,
+        .enforce = entry->rule->owner, /* a MetricRule's: its namespace only */
     };
     struct freshness fresh = {.rule = entry->rule, .now_ms = cma_clock_wall_ms()};
     struct cma_prom_result *result = NULL;
@@ -483,7 +484,9 @@ void cma_api_custom(struct cma_app *app, struct cma_catalog *cat, const struct c
     enum cma_errc rc = CMA_OK;
     if (cr.resource) {
         cma_restmapper_group_resource(cr.resource, cr.gr, sizeof(cr.gr));
-        entry = cma_catalog_lookup(cat, cr.resource, namespaced, cr.metric);
+        /* the config's entry, else (in a namespace) a MetricRule of that namespace's */
+        entry = cma_catalog_lookup_in(cat, cr.resource, namespaced, cr.metric,
+                                      namespaced ? cr.namespace_ : NULL);
     }
     explain_lookup(app, cat, &cr, route, entry, namespaced);
     struct cma_discovery_pending pending;

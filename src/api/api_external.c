@@ -262,6 +262,7 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct cma_catalog *c
         .resource = NULL, /* BuildExternal */
         .namespace_ = entry->rule->namespaced ? namespace_ : NULL,
         .metric_selector = selector,
+        .enforce = entry->rule->owner, /* a MetricRule's: its namespace only */
     };
     struct freshness fresh = {.rule = entry->rule, .now_ms = cma_clock_wall_ms()};
     struct cma_prom_result *result = NULL;
@@ -293,7 +294,9 @@ void cma_api_external(struct cma_app *app, struct cma_catalog *cat, const struct
     }
     const char *ns = route->namespace_ ? route->namespace_ : "";
     /* Case-insensitive: client-go lower-cases the metric name (the URL's resource segment). */
-    const struct cma_catalog_entry *entry = cma_catalog_lookup_external(cat, route->metric);
+    /* a MetricRule's external metric only under its own namespaces/N/ */
+    const struct cma_catalog_entry *entry =
+        cma_catalog_lookup_in(cat, NULL, true, route->metric, route->namespace_);
     if (entry)
         cma_explain_entry(app->explain, cat, entry);
     else

@@ -46,6 +46,21 @@ static int cmp_entry_names(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+/* Keeps one of each name in the sorted entries (the config and MetricRules of several namespaces
+ * may serve one metric: it is listed once); returns the new count. */
+static size_t drop_repeats(struct cma_resource_entry *entries, size_t n)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (kept > 0 && strcmp(entries[kept - 1].name, entries[i].name) == 0) {
+            free((char *)entries[i].name);
+            continue;
+        }
+        entries[kept++] = entries[i];
+    }
+    return kept;
+}
+
 /* One APIResourceList of the snapshot's custom (external: false) or external entries, sorted by
  * name so the output is stable across relists (upstream's order is random). */
 static enum cma_errc encode_doc(const struct cma_catalog *cat, bool external, const char *gv,
@@ -73,6 +88,7 @@ static enum cma_errc encode_doc(const struct cma_catalog *cat, bool external, co
     }
     if (rc == CMA_OK) {
         qsort(entries, n, sizeof(*entries), cmp_entry_names);
+        n = drop_repeats(entries, n);
         struct cma_buf out;
         cma_buf_init(&out, 0);
         rc = cma_encode_api_resource_list(gv, entries, n, &out, NULL);

@@ -418,8 +418,10 @@ void cma_app_set_rules(struct cma_app *app, const struct cma_ruleset *rules)
 {
     const struct cma_options *o = app->opts;
     app->rules = rules;
-    app->serve_custom = rules->n_rules > 0 && !(o && o->disable_custom_metrics);
-    app->serve_external = rules->n_external_rules > 0 && !(o && o->disable_external_metrics);
+    bool mr = o && o->enable_metric_rules; /* MetricRules may add either kind at any time */
+    app->serve_custom = (rules->n_rules > 0 || mr) && !(o && o->disable_custom_metrics);
+    app->serve_external =
+        (rules->n_external_rules > 0 || mr) && !(o && o->disable_external_metrics);
     app->serve_resource = rules->has_resource_rules && !(o && o->disable_resource_metrics);
 }
 

@@ -1,8 +1,10 @@
 /* catalog.c: immutable catalog snapshots, their builder and the store that publishes them.
  *
- * DESIGN: entries live in one array; an index table (cma/hash.h) finds them
- * by (resource pointer, namespaced, metric) — resource pointers are stable because the snapshot
- * holds a reference to the mapper they point into. The builder uses the same table to
+ * DESIGN: entries live in one array; an index table (cma/hash.h) finds them by (resource
+ * pointer, namespaced, metric, owner). The owner is the namespace of the MetricRule whose rule
+ * the entry carries (NULL for the config files' rules), so one metric name may be served by the
+ * config and by MetricRules of several namespaces at once. Resource pointers are stable because
+ * the snapshot holds a reference to the mapper they point into. The builder uses the same table to
  * deduplicate while discovery streams series. A later stage may attach one value derived from a
  * snapshot (the API layer's encoded discovery documents), kept and freed with it.
  * The store calls an optional hook after each publish, outside its lock (persist.c: the catalog
@@ -45,12 +47,25 @@ struct cma_catalog {
     _Atomic(struct cma_catalog_attachment *) attachment; /* set once; NULL until then */
 };
 
+/* The namespace of the MetricRule that owns rule; NULL for a config rule. */
+static const char *owner_of(const struct cma_rule *rule)
+{
+    return rule && rule->owner ? rule->owner->namespace_ : NULL;
+}
+
+static bool same_owner(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
 static uint64_t hash_key(const struct cma_api_resource *res, bool namespaced, const char *metric,
-                         size_t len, bool fold)
+                         size_t len, bool fold, const char *owner)
 {
     uintptr_t p = (uintptr_t)res;
     uint64_t h = cma_hash_bytes(CMA_HASH_FNV_OFFSET, &p, sizeof(p));
     h = cma_hash_byte(h, namespaced);
+    if (owner)
+        h = cma_hash_bytes(h, owner, strlen(owner) + 1);
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)metric[i];
         h = cma_hash_byte(h, fold && c >= 'A' && c <= 'Z' ? (unsigned char)(c - 'A' + 'a') : c);
@@ -63,6 +78,7 @@ struct key {
     bool namespaced;
     const char *metric;
     size_t len;
+    const char *owner;
 };
 
 static bool key_eq(const void *ctx, size_t index, const void *key)
@@ -70,7 +86,8 @@ static bool key_eq(const void *ctx, size_t index, const void *key)
     const struct entry_table *t = ctx;
     const struct cma_catalog_entry *e = &t->items[index];
     const struct key *k = key;
-    if (e->resource != k->res || e->namespaced != k->namespaced || strlen(e->metric) != k->len)
+    if (e->resource != k->res || e->namespaced != k->namespaced || strlen(e->metric) != k->len ||
+        !same_owner(owner_of(e->rule), k->owner))
         return false;
     return t->external ? strncasecmp(e->metric, k->metric, k->len) == 0
                        : memcmp(e->metric, k->metric, k->len) == 0;
@@ -80,16 +97,17 @@ static uint64_t entry_hash(const void *ctx, size_t index)
 {
     const struct entry_table *t = ctx;
     const struct cma_catalog_entry *e = &t->items[index];
-    return hash_key(e->resource, e->namespaced, e->metric, strlen(e->metric), t->external);
+    return hash_key(e->resource, e->namespaced, e->metric, strlen(e->metric), t->external,
+                    owner_of(e->rule));
 }
 
 /* The index slot of the key: the entry's position + 1, or 0; NULL for an empty table. */
 static size_t *find_slot(const struct entry_table *t, const struct cma_api_resource *res,
-                         bool namespaced, const char *metric, size_t len)
+                         bool namespaced, const char *metric, size_t len, const char *owner)
 {
-    struct key k = {res, namespaced, metric, len};
-    return cma_htab_find(&t->index, hash_key(res, namespaced, metric, len, t->external), &k, key_eq,
-                         t);
+    struct key k = {res, namespaced, metric, len, owner};
+    return cma_htab_find(&t->index, hash_key(res, namespaced, metric, len, t->external, owner), &k,
+                         key_eq, t);
 }
 
 static void table_done(struct entry_table *t)
@@ -109,7 +127,7 @@ static enum cma_errc table_put(struct entry_table *t, const struct cma_api_resou
 {
     if (cma_htab_reserve(&t->index, t->n, entry_hash, t) != CMA_OK)
         return CMA_ERR_NOMEM;
-    size_t *slot = find_slot(t, res, namespaced, metric, len);
+    size_t *slot = find_slot(t, res, namespaced, metric, len, owner_of(rule));
     if (*slot) {
         const struct cma_catalog_entry *e = &t->items[*slot - 1];
         if (e->rule == rule && strlen(e->series) == series_len &&
@@ -233,19 +251,42 @@ struct cma_catalog *cma_catalog_ref(struct cma_catalog *c)
     return c;
 }
 
+const struct cma_catalog_entry *cma_catalog_lookup_owner(const struct cma_catalog *c,
+                                                         const struct cma_api_resource *resource,
+                                                         bool namespaced, const char *metric,
+                                                         const char *owner)
+{
+    const struct entry_table *t = resource ? &c->custom : &c->external;
+    size_t *slot =
+        find_slot(t, resource, resource ? namespaced : true, metric, strlen(metric), owner);
+    return slot && *slot ? &t->items[*slot - 1] : NULL;
+}
+
 const struct cma_catalog_entry *cma_catalog_lookup(const struct cma_catalog *c,
                                                    const struct cma_api_resource *resource,
                                                    bool namespaced, const char *metric)
 {
-    size_t *slot = find_slot(&c->custom, resource, namespaced, metric, strlen(metric));
+    size_t *slot = find_slot(&c->custom, resource, namespaced, metric, strlen(metric), NULL);
     return slot && *slot ? &c->custom.items[*slot - 1] : NULL;
 }
 
 const struct cma_catalog_entry *cma_catalog_lookup_external(const struct cma_catalog *c,
                                                             const char *metric)
 {
-    size_t *slot = find_slot(&c->external, NULL, true, metric, strlen(metric));
+    size_t *slot = find_slot(&c->external, NULL, true, metric, strlen(metric), NULL);
     return slot && *slot ? &c->external.items[*slot - 1] : NULL;
+}
+
+const struct cma_catalog_entry *cma_catalog_lookup_in(const struct cma_catalog *c,
+                                                      const struct cma_api_resource *resource,
+                                                      bool namespaced, const char *metric,
+                                                      const char *namespace_)
+{
+    const struct cma_catalog_entry *e =
+        cma_catalog_lookup_owner(c, resource, namespaced, metric, NULL);
+    if (e || !namespace_ || !namespace_[0] || (resource && !namespaced))
+        return e;
+    return cma_catalog_lookup_owner(c, resource, namespaced, metric, namespace_);
 }
 
 size_t cma_catalog_count(const struct cma_catalog *c)

@@ -384,6 +384,10 @@ static bool same_resources(const struct cma_config_resources *a,
 static bool lists_alike(const struct cma_rule *a, const struct cma_rule *b)
 {
     const struct cma_config_rule *x = a->cfg, *y = b->cfg;
+    const char *oa = a->owner ? a->owner->namespace_ : NULL,
+               *ob = b->owner ? b->owner->namespace_ : NULL;
+    if (oa != ob && (!oa || !ob || strcmp(oa, ob) != 0))
+        return false;
     return a->kind == b->kind && a->backend.index == b->backend.index &&
            strcmp(a->series_query, b->series_query) == 0 && same_filters(x, y) &&
            same_str(&x->name_matches, &y->name_matches) && same_str(&x->name_as, &y->name_as) &&
@@ -470,9 +474,10 @@ static const struct cma_catalog_entry *earlier_entry(struct cma_catalog *const *
 {
     for (size_t j = 0; j < b; j++) {
         const struct cma_catalog_entry *f =
-            !parts[j]     ? NULL
-            : e->resource ? cma_catalog_lookup(parts[j], e->resource, e->namespaced, e->metric)
-                          : cma_catalog_lookup_external(parts[j], e->metric);
+            !parts[j]
+                ? NULL
+                : cma_catalog_lookup_owner(parts[j], e->resource, e->namespaced, e->metric,
+                                           e->rule->owner ? e->rule->owner->namespace_ : NULL);
         if (f)
             return f;
     }

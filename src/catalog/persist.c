@@ -282,10 +282,15 @@ static enum cma_errc encode_records(const struct cma_catalog *c, struct cma_buf 
         rc = put_resource(out, idx[i].ptr);
     }
     qsort(idx, n_res, sizeof(*idx), cmp_res_index);
+    /* only the config files' entries: a MetricRule's (rule->owner) come back once the
+     * MetricRule watch has synced and discovery relisted (the merged ruleset's config rules keep
+     * the config ruleset's indexes, metricrule_ctl.h) */
     for (size_t i = 0; rc == CMA_OK && i < cma_catalog_count(c); i++)
-        rc = put_entry(out, cma_catalog_entry_at(c, i), idx, n_res);
+        if (!cma_catalog_entry_at(c, i)->rule->owner)
+            rc = put_entry(out, cma_catalog_entry_at(c, i), idx, n_res);
     for (size_t i = 0; rc == CMA_OK && i < cma_catalog_count_external(c); i++)
-        rc = put_entry(out, cma_catalog_external_at(c, i), idx, n_res);
+        if (!cma_catalog_external_at(c, i)->rule->owner)
+            rc = put_entry(out, cma_catalog_external_at(c, i), idx, n_res);
     free(idx);
     return rc;
 }

@@ -564,9 +564,9 @@ static const struct flag flags[] = {
     {.name = "enable-metric-rules",
      .type = FLAG_BOOL,
      .offset = OPT(enable_metric_rules),
-     .help = "Read MetricRule objects (metrics.custom-metrics-adapter.dev) and serve their rules "
-             "next to the config file's (docs/metric-rules.md). Not implemented in this version: "
-             "true is refused at start-up; false (the default) changes nothing"},
+     .help = "List and watch MetricRule objects (metrics.custom-metrics-adapter.dev) and serve "
+             "their rules next to the config file's, each restricted to its own namespace "
+             "(docs/metric-rules.md); false (the default) changes nothing"},
     {.name = "metric-rules-namespace-label",
      .type = FLAG_STRING,
      .offset = OPT(metric_rules_namespace_label),
@@ -942,10 +942,6 @@ static enum cma_errc check_combinations(const struct cma_options *o, struct cma_
     if (!o->tls_cert_file != !o->tls_private_key_file)
         return cma_err_set(reterr, CMA_ERR_FLAG,
                            "--tls-cert-file and --tls-private-key-file must be given together");
-    if (o->enable_metric_rules)
-        return cma_err_set(reterr, CMA_ERR_FLAG,
-                           "--enable-metric-rules: serving MetricRules is not implemented in "
-                           "this version (docs/metric-rules.md)");
     return CMA_OK;
 }
 

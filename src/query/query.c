@@ -13,12 +13,17 @@
  * (aggregating by <<.GroupBy>>, as prometheus-adapter's rules do); one that relates objects to
  * each other (topk, a share of a total over <<.LabelMatchers>>) would not, and neither would
  * splitting the names over several queries. One query instead of several also keeps a single
- * answer per request for the query cache. */
+ * answer per request for the query cache.
+ *
+ * A MetricRule's query (in->enforce) is rendered, then parsed, given the owner's namespace
+ * matcher on every selector and printed (promql.h) before it is handed back: what reaches a
+ * backend for a MetricRule is always the enforced text. */
 #include "cma/query.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "cma/promql.h"
 #include "cma/restmapper.h"
 #include "cma/rule.h"
 #include "cma/selector.h"
@@ -85,6 +90,42 @@ static enum cma_errc append_matcher(struct cma_buf *out, const char *label, cons
     if (rc == CMA_OK)
         rc = cma_promql_quote(out, value, strlen(value));
     return rc;
+}
+
+/* Drops what was appended to b after its first len bytes. */
+static void buf_cut(struct cma_buf *b, size_t len)
+{
+    if (b->ptr && len <= b->len) {
+        b->len = len;
+        b->ptr[len] = '\0';
+    }
+}
+
+/* Replaces promql[start..] by its enforced form (in->enforce); on failure cuts it off. */
+static enum cma_errc enforce_owner(const struct cma_rule_owner *o, struct cma_buf *promql,
+                                   size_t start, struct cma_err *reterr)
+{
+    struct cma_err inner;
+    cma_err_clear(&inner);
+    struct cma_promql *q = NULL;
+    char *text = strndup(promql->ptr + start, promql->len - start); /* the tree may point in */
+    enum cma_errc rc =
+        text ? cma_promql_parse(text, promql->len - start, &q, &inner) : CMA_ERR_NOMEM;
+    if (rc == CMA_OK)
+        rc = cma_promql_enforce(q, o->label, o->namespace_, NULL, &inner);
+    buf_cut(promql, start);
+    if (rc == CMA_OK && (rc = cma_promql_print(q, promql)) != CMA_OK)
+        buf_cut(promql, start);
+    cma_promql_free(q);
+    free(text);
+    if (rc == CMA_OK)
+        return CMA_OK;
+    if (inner.code == CMA_OK)
+        cma_err_set(&inner, rc, "%s", cma_errc_meaning(rc));
+    return cma_err_set(reterr, CMA_ERR_RULE,
+                       "MetricRule %s/%s: its query cannot be restricted to namespace %s, so it "
+                       "is not sent: %u:%u: %s",
+                       o->namespace_, o->name, o->namespace_, inner.line, inner.column, inner.msg);
 }
 
 enum cma_errc cma_query_build(const struct cma_query_input *in, struct cma_buf *promql,
@@ -170,6 +211,8 @@ enum cma_errc cma_query_build(const struct cma_query_input *in, struct cma_buf *
         if (rc == CMA_OK && promql->len == start)
             rc =
                 cma_err_set(reterr, CMA_ERR_RULE, "empty query produced by metrics query template");
+        if (rc == CMA_OK && in->enforce)
+            rc = enforce_owner(in->enforce, promql, start, reterr);
     }
     if (rc == CMA_OK && resource_label)
         rc = cma_buf_append(resource_label, cma_buf_str(&res_label), res_label.len);
@@ -180,15 +223,6 @@ enum cma_errc cma_query_build(const struct cma_query_input *in, struct cma_buf *
     cma_buf_done(&group_by);
     cma_buf_done(&scratch);
     return rc;
-}
-
-/* Drops what was appended to b after its first len bytes. */
-static void buf_cut(struct cma_buf *b, size_t len)
-{
-    if (b->ptr && len <= b->len) {
-        b->len = len;
-        b->ptr[len] = '\0';
-    }
 }
 
 enum cma_errc cma_query_build_bounded(const struct cma_query_input *in, size_t max_bytes,

@@ -316,6 +316,13 @@ void cma_ruleset_free(struct cma_ruleset *rs)
 {
     if (!rs || atomic_fetch_sub(&rs->refs, 1) != 1)
         return;
+    if (rs->release) {
+        free(rs->rules);
+        free(rs->external_rules);
+        rs->release(rs->keep);
+        free(rs);
+        return;
+    }
     struct cma_rule *lists[2] = {rs->rules, rs->external_rules};
     size_t counts[2] = {rs->n_rules, rs->n_external_rules};
     for (int l = 0; l < 2; l++) {
@@ -335,6 +342,30 @@ void cma_ruleset_free(struct cma_ruleset *rs)
     free(rs->warnings);
     cma_config_free(rs->owned_config);
     free(rs);
+}
+
+enum cma_errc cma_ruleset_new_merged(size_t n_rules, size_t n_external_rules,
+                                     void (*release)(void *keep), void *keep,
+                                     struct cma_ruleset **ret, struct cma_err *reterr)
+{
+    struct cma_ruleset *rs = calloc(1, sizeof(*rs));
+    struct cma_rule *rules = calloc(n_rules + 1, sizeof(*rules));
+    struct cma_rule *ext = calloc(n_external_rules + 1, sizeof(*ext));
+    if (!rs || !rules || !ext) {
+        free(rs);
+        free(rules);
+        free(ext);
+        return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
+    }
+    rs->rules = rules;
+    rs->n_rules = n_rules;
+    rs->external_rules = ext;
+    rs->n_external_rules = n_external_rules;
+    rs->release = release;
+    rs->keep = keep;
+    atomic_init(&rs->refs, 1);
+    *ret = rs;
+    return CMA_OK;
 }
 
 enum cma_errc cma_ruleset_compile(const struct cma_config *cfg, struct cma_ruleset **ret,

@@ -489,9 +489,9 @@ static void test_cma_options_parse__metric_rules(void **state)
     assert_int_equal(o->metric_rules_max_per_namespace, 3);
     assert_int_equal(o->metric_rules_max_query_timeout_ms, 60000);
     cma_options_free(o);
-    PARSE_FAILS("--enable-metric-rules: serving MetricRules is not implemented in this version "
-                "(docs/metric-rules.md)",
-                "--config=c.yaml", "--enable-metric-rules");
+    o = PARSE_OK("--config=c.yaml", "--enable-metric-rules");
+    assert_true(o->enable_metric_rules);
+    cma_options_free(o);
     PARSE_FAILS("invalid argument \"1ns\" for \"--metric-rules-namespace-label\" flag: not a "
                 "Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)",
                 "--config=c.yaml", "--metric-rules-namespace-label=1ns");

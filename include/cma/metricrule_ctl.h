@@ -1,0 +1,101 @@
+/* metricrule_ctl.h: the MetricRule controller (--enable-metric-rules). It observes the MetricRule
+ * watch (metricrule_watch.h), compiles each MetricRule when its uid, generation or spec changed
+ * (metricrule.h; the previous compile is kept otherwise), checks the backends its rules name
+ * against what the administrator allows, and hands out one merged ruleset: the config files'
+ * rules (first, at their own indexes) followed by every accepted MetricRule's rules, each with
+ * its owner (cma_rule.owner: namespace, name, the enforced label) and its enforced seriesQuery.
+ * The merged ruleset goes to `publish` (main: cma_discovery_set_rules, exactly as a config
+ * reload), so a request sees the whole change or none of it; a config reload hands the new
+ * config ruleset here and the merge is rebuilt with the current MetricRules.
+ * Within one namespace, rules of the older MetricRule (creationTimestamp, then name) come later
+ * in the merged ruleset, so they win a conflict (discovery: later rules win). After each merge
+ * the controller keeps each MetricRule's outcome (cma_metricrule_ctl_outcomes) for the status
+ * writer. Thread-safe. */
+#ifndef CMA_METRICRULE_CTL_H
+#define CMA_METRICRULE_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cma/err.h"
+
+struct cma_backend;
+struct cma_kube;
+struct cma_metricrule;
+struct cma_ruleset;
+struct cma_metricrule_ctl;
+
+/* Whether MetricRules may name backend i of main's table (the `metricRules:` block of a config
+ * backend; [0], the flags' backend, allowed for every namespace by default). */
+struct cma_metricrule_ctl_backend_policy {
+    bool allowed;
+    const char *const *namespaces; /* n_namespaces == 0: every namespace */
+    size_t n_namespaces;
+    bool tenant_from_namespace; /* X-Scope-OrgID: the namespace (not implemented yet) */
+};
+
+/* Called with each new merged ruleset (a reference the callee takes its own of, if it keeps
+ * it), on the watch thread or on the thread calling cma_metricrule_ctl_set_config, one call at a
+ * time (the controller's lock is held). */
+typedef void (*cma_metricrule_ctl_publish_fn)(void *ctx, const struct cma_ruleset *merged);
+
+struct cma_metricrule_ctl_config {
+    const char *ns_label; /* --metric-rules-namespace-label (copied) */
+    /* main's backend table, as cma_ruleset_bind_backends takes it (borrowed, for the
+     * controller's lifetime), and the policy of each entry (n_backends of them; NULL: only [0]
+     * allowed) */
+    const char *const *backend_names;
+    const struct cma_backend *queries;
+    const size_t *max_query_bytes;
+    const struct cma_metricrule_ctl_backend_policy *policies;
+    size_t n_backends;
+    cma_metricrule_ctl_publish_fn publish;
+    void *ctx;
+};
+
+/* config_rules: the config files' ruleset, bound to the backends (the controller takes a
+ * reference). Nothing is published until the first update. Caller owns:
+ * cma_metricrule_ctl_free(). */
+enum cma_errc cma_metricrule_ctl_new(const struct cma_metricrule_ctl_config *cfg,
+                                     const struct cma_ruleset *config_rules,
+                                     struct cma_metricrule_ctl **ret, struct cma_err *reterr);
+/* Starts the LIST+WATCH of MetricRules through kube (borrowed); every change is compiled and
+ * published. */
+enum cma_errc cma_metricrule_ctl_start(struct cma_metricrule_ctl *c, struct cma_kube *kube,
+                                       struct cma_err *reterr);
+/* Stops the watch (if started) and frees the controller; merged rulesets handed out stay valid
+ * while referenced. NULL is fine. */
+void cma_metricrule_ctl_free(struct cma_metricrule_ctl *c);
+
+/* The MetricRules as they are now (what the watch's snapshot gives; tests call it directly):
+ * compiles what changed and publishes a new merged ruleset when anything did (or always, the
+ * first time). */
+enum cma_errc cma_metricrule_ctl_update(struct cma_metricrule_ctl *c,
+                                        const struct cma_metricrule *objs, size_t n,
+                                        struct cma_err *reterr);
+/* A config reload: rs (bound) replaces the config part; the merge is rebuilt and published. */
+enum cma_errc cma_metricrule_ctl_set_config(struct cma_metricrule_ctl *c,
+                                            const struct cma_ruleset *rs, struct cma_err *reterr);
+/* A new reference to the last merged ruleset (NULL before the first publish). */
+const struct cma_ruleset *cma_metricrule_ctl_current(struct cma_metricrule_ctl *c);
+
+/* What became of one MetricRule in the last merge: the status writer's input. Every pointer is
+ * owned by the array (cma_metricrule_ctl_outcomes_free). */
+struct cma_metricrule_ctl_outcome {
+    char *namespace_, *name, *uid;
+    int64_t generation;
+    bool accepted;
+    char *reason;  /* "Accepted", "InvalidSpec", "BackendNotAllowed" */
+    char *message; /* "" when accepted; the compiler's "spec.rules[0].metricsQuery: 1:23: ..." */
+    /* The metric names it serves and who won a conflict are only known once discovery listed
+     * series (catalog entries whose rule->owner is this MetricRule's): not computed here. */
+};
+
+/* A copy of the outcomes of the last update, sorted by namespace then name. */
+enum cma_errc cma_metricrule_ctl_outcomes(struct cma_metricrule_ctl *c,
+                                          struct cma_metricrule_ctl_outcome **ret, size_t *ret_n,
+                                          struct cma_err *reterr);
+void cma_metricrule_ctl_outcomes_free(struct cma_metricrule_ctl_outcome *o, size_t n);
+
+#endif
