@@ -4,8 +4,10 @@
  * catalog entry, the objects the selector resolved to, the PromQL, the backend, its timing and
  * raw answer, every sample left out and why, and the final answer; when nothing matches, why
  * (no rule's seriesQuery finds the series, a filter or the name mapping drops it, no label maps
- * to the resource, the resource is unknown to the cluster). stage: api. Thread-safe: each run
- * has its own trace. */
+ * to the resource, the resource is unknown to the cluster; with --enable-metric-rules, each
+ * MetricRule of the request's namespace as its status says). The same report, scoped to what the
+ * request may read, answers a metrics request with explain=true (explain_trace.h). stage: api.
+ * Thread-safe: each run has its own trace. */
 #ifndef CMA_EXPLAIN_H
 #define CMA_EXPLAIN_H
 
