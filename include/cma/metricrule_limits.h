@@ -18,7 +18,10 @@ struct cma_selector;
 /* Whether a namespace with these labels may define MetricRules: `sel` is the parsed
  * --metric-rules-namespace-selector (NULL or empty = every namespace). names[i] = values[i];
  * borrowed. A namespace whose labels are not known (not in the cache yet) is the caller's
- * decision: pass n = 0 to test it as unlabelled. */
+ * decision: pass n = 0 to test it as unlabelled. Without labels in hand, a watch cache of
+ * Namespaces gives the same answer for every namespace at once:
+ * cma_objcache_registry_get(reg, "", "v1", "namespaces") then cma_objcache_list_names(c, NULL,
+ * sel, ...) lists the allowed ones (metricrule_limits_test checks that the two agree). */
 bool cma_metricrule_namespace_is_allowed(const struct cma_selector *sel, const char *const *names,
                                          const char *const *values, size_t n);
 

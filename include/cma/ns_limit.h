@@ -5,6 +5,11 @@
  * retries at its next sync) instead of waiting, so one team's slow or numerous queries never
  * hold the backend's shared slots (backend_limit.h) that other namespaces' HPAs need.
  *
+ * Not backend_limit.h: that one queues a query until its deadline for a slot of the whole
+ * backend, which is right for the backend's shared bound and wrong here, where a waiting query
+ * would hold a request worker on behalf of one namespace. Both apply: a query takes its
+ * namespace's slot here first, then waits for a backend slot there.
+ *
  * Keys are the backend's name and the namespace, copied. Idle keys are dropped when the table is
  * full (max_keys), so memory stays bounded by the keys in use. Thread-safe: one mutex, held only
  * to count. */

@@ -1,17 +1,24 @@
 /* metricrule_limits_test.c: the per-namespace decisions over MetricRules
  * (src/rules/metricrule_limits.c): the namespace selector over a Namespace's labels, the
  * admission of a namespace's MetricRules oldest first under the rule and metric limits (whatever
- * order they come in), and the query time limit clamped to --metric-rules-max-query-timeout. */
+ * order they come in), and the query time limit clamped to --metric-rules-max-query-timeout.
+ * The namespace selection is also taken the way the controller can get it without labels in
+ * hand: a watch cache of Namespaces (clients/objcache.c, cluster-scoped objects) listing the
+ * names the selector matches, which must agree with the pure check on each namespace. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "cma/kube.h"
 #include "cma/metricrule_limits.h"
+#include "cma/objcache.h"
 #include "cma/selector.h"
 
 static struct cma_selector *sel(const char *text)
@@ -48,6 +55,52 @@ static void test_cma_metricrule_namespace_is_allowed__selector(void **state)
     const char *frozen[] = {"frozen"}, *yes[] = {""};
     assert_false(cma_metricrule_namespace_is_allowed(absent, frozen, yes, 1));
     cma_selector_free(absent);
+}
+
+/* Namespaces as a LIST gives them (cluster-scoped: no namespace), in a cache fed by hand. */
+static void test_cma_metricrule_namespace_is_allowed__agrees_with_namespace_cache(void **state)
+{
+    (void)state;
+    char *k_team[] = {"team"}, *v_shop[] = {"shop"}, *v_bill[] = {"billing"};
+    char *k_two[] = {"metric-rules", "team"}, *v_two[] = {"off", "ops"};
+    struct cma_kube_object objs[] = {
+        {.name = "shop", .label_names = k_team, .label_values = v_shop, .n_labels = 1},
+        {.name = "billing", .label_names = k_team, .label_values = v_bill, .n_labels = 1},
+        {.name = "ops", .label_names = k_two, .label_values = v_two, .n_labels = 2},
+        {.name = "kube-system"},
+    };
+    struct cma_objcache *c = NULL;
+    assert_int_equal(cma_objcache_new(NULL, "", "v1", "namespaces", &c, NULL), CMA_OK);
+    assert_int_equal(cma_objcache_replace(c, objs, 4, "7", NULL), CMA_OK);
+    static const char *const sels[] = {"", "team", "team in (shop,ops)", "metric-rules!=off",
+                                       "!team"};
+    static const char *const want[] = {"billing kube-system ops shop", "billing ops shop",
+                                       "ops shop", "billing kube-system shop", "kube-system"};
+    for (size_t i = 0; i < sizeof(sels) / sizeof(sels[0]); i++) {
+        struct cma_selector *s = sel(sels[i]);
+        char **names = NULL;
+        size_t n = 0;
+        assert_int_equal(cma_objcache_list_names(c, NULL, s, &names, &n, NULL), CMA_OK);
+        char got[256] = "";
+        for (size_t j = 0; j < n; j++) {
+            strcat(strcat(got, j ? " " : ""), names[j]);
+            free(names[j]);
+        }
+        free(names);
+        assert_string_equal(got, want[i]);
+        for (size_t j = 0; j < 4; j++) { /* the pure check says the same of each namespace */
+            char word[64], padded[260];
+            snprintf(word, sizeof(word), " %s ", objs[j].name);
+            snprintf(padded, sizeof(padded), " %s ", got);
+            bool listed = strstr(padded, word) != NULL;
+            assert_int_equal(cma_metricrule_namespace_is_allowed(
+                                 s, (const char *const *)objs[j].label_names,
+                                 (const char *const *)objs[j].label_values, objs[j].n_labels),
+                             listed);
+        }
+        cma_selector_free(s);
+    }
+    cma_objcache_free(c);
 }
 
 static void test_cma_metricrule_candidate_cmp__oldest_then_name(void **state)
@@ -150,6 +203,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cma_metricrule_namespace_is_allowed__selector),
+        cmocka_unit_test(test_cma_metricrule_namespace_is_allowed__agrees_with_namespace_cache),
         cmocka_unit_test(test_cma_metricrule_candidate_cmp__oldest_then_name),
         cmocka_unit_test(test_cma_metricrule_admit__oldest_win),
         cmocka_unit_test(test_cma_metricrule_admit__metric_budget),
