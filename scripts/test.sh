@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite from a fresh clone (the README's second command).
 #   1. installs missing Debian packages and the pinned kubectl/helm, builds build/ (RelWithDebInfo,
-#      gcc) and build-asan/ (Debug, clang, ASan+UBSan), all with -Werror
+#      gcc), then (as the first step) build-asan/ (Debug, clang, ASan+UBSan), all with -Werror
 #   2. the build matrix: Release, RelWithDebInfo and Debug with gcc and clang, warning-free, and an
-#      arm64 cross build (cmake/aarch64-linux-gnu.cmake) whose unit tests run under qemu
+#      arm64 cross build (cmake/aarch64-linux-gnu.cmake) whose unit tests run under qemu. The unit
+#      tests and fuzz replays are built (-Werror) where they run: build/ (gcc, RelWithDebInfo),
+#      build-asan/ (clang, Debug), Release (gcc) and arm64 (cross gcc); the other four matrix
+#      builds (Debug gcc, RelWithDebInfo, Release and Debug clang) build the adapter and its
+#      libraries only (CMA_BUILD_TESTS=OFF), which is two thirds less work each
 #   3. style gates; unit tests (cmocka, via ctest) in three builds, fuzz-corpus replays included
 #   4. config-error cases (exact "file:line:column: message")
 #   5. end-to-end tests against a real Prometheus, VictoriaMetrics, nginx, kubectl, helm, buildah
@@ -18,10 +22,14 @@
 # "# cost: high" in their header start first, so the longest ones do not end the run alone. Every
 # e2e script uses its own temp dir and free ports (tests/lib/common.sh), so they can share the
 # machine. A step's output is printed whole when it ends, never interleaved with another's.
+# Heavy steps start in table order: first the builds other steps wait for (asan, arm64), so the
+# end-to-end scripts fill the light slots from the start. test_image.sh and test_arm64.sh get one
+# CMA_IMAGE_SHARE value: each image variant is built once a run and checked by both
+# (tests/lib/image.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 start=$SECONDS
-scripts/setup.sh --asan || {
+scripts/setup.sh || {
   echo "setup failed (see the lines above); nothing was tested"
   echo "0 passed, 1 failed"
   exit 1
@@ -59,12 +67,24 @@ unit() {
   echo "$((total - bad)) of $total programs ok"
   [ "$bad" -eq 0 ]
 }
-# matrix BUILD_TYPE COMPILER: a warning-free -Werror build of everything (tests included).
+# matrix BUILD_TYPE COMPILER TESTS: a warning-free -Werror build of the adapter, with the unit
+# tests and fuzz replays when TESTS is ON.
 matrix() {
   local dir=build-matrix/$1-$2 log
   log=$(mktemp "$logs/build.XXXXXX")
   if cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$1" -DCMAKE_C_COMPILER="$2" -DCMA_WERROR=ON \
-    >"$log" 2>&1 && cmake --build "$dir" -j2 >>"$log" 2>&1; then
+    -DCMA_BUILD_TESTS="$3" >"$log" 2>&1 && cmake --build "$dir" -j2 >>"$log" 2>&1; then
+    return 0
+  fi
+  grep -E 'warning|error' "$log" | head -30
+  return 1
+}
+# asan: build-asan/ (Debug, clang, ASan+UBSan, -Werror), as `scripts/setup.sh --asan` makes it.
+asan() {
+  local log
+  log=$(mktemp "$logs/build.XXXXXX")
+  if cmake -S . -B build-asan -DCMA_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
+    -DCMA_SANITIZE=address,undefined >"$log" 2>&1 && cmake --build build-asan -j2 >>"$log" 2>&1; then
     return 0
   fi
   grep -E 'warning|error' "$log" | head -30
@@ -96,37 +116,49 @@ add() {
   last=$((${#names[@]} - 1))
 }
 
-e2e_order() { # high-cost scripts first, then the rest, each group in name order
-  local t
-  for t in tests/e2e/test_*.sh; do grep -q '^# cost: high' "$t" && echo "$t"; done
+# e2e_order: the image tests first (the longest light steps: image builds), then the other
+# high-cost scripts, then the rest, each group in name order.
+e2e_order() {
+  local t images=" tests/e2e/test_image.sh tests/e2e/test_arm64.sh "
+  for t in $images; do [ -f "$t" ] && echo "$t"; done
+  for t in tests/e2e/test_*.sh; do
+    [[ $images != *" $t "* ]] && grep -q '^# cost: high' "$t" && echo "$t"
+  done
   for t in tests/e2e/test_*.sh; do grep -q '^# cost: high' "$t" || echo "$t"; done
 }
+# first: the asan unit tests and end-to-end runs wait for it
+add "build asan+ubsan (clang)" heavy - asan
+asan_build=$last
+# next: its unit tests under emulation and test_arm64.sh (a long script) wait for it
+add "build arm64 (cross gcc)" heavy - cross aarch64-linux-gnu
+arm64_build=$last
 add "style (clang-format, clang-tidy, symbols)" heavy - scripts/check-style.sh build
 add "structure (stage graph, function size and complexity)" light - scripts/check-structure.sh
 add "unit tests (RelWithDebInfo, gcc)" heavy - unit build
-add "unit tests (asan+ubsan, clang)" heavy - unit build-asan
+add "unit tests (asan+ubsan, clang)" heavy "$asan_build" unit build-asan
 add "config errors" light - tests/config-errors/run.sh build/custom-metrics-adapter
-# early: its unit tests under emulation and test_arm64.sh wait for it
-add "build arm64 (cross gcc)" heavy - cross aarch64-linux-gnu
-arm64_build=$last
 add "unit tests (arm64, qemu)" heavy "$arm64_build" unit build-matrix/aarch64-linux-gnu
 for bt in Release RelWithDebInfo Debug; do
   for cc in gcc clang; do
-    # build/ (RelWithDebInfo, gcc) and build-asan/ (Debug, clang) are built by setup.sh
+    # build/ (RelWithDebInfo, gcc) is built by setup.sh
     [ "$bt-$cc" != RelWithDebInfo-gcc ] || continue
-    add "build $bt ($cc)" heavy - matrix "$bt" "$cc"
     if [ "$bt-$cc" = Release-gcc ]; then
+      add "build $bt ($cc)" heavy - matrix "$bt" "$cc" ON
       add "unit tests (Release, gcc)" heavy "$last" unit build-matrix/Release-gcc
+    else
+      add "build $bt ($cc, adapter only)" heavy - matrix "$bt" "$cc" OFF
     fi
   done
 done
+image_share=run$$-$RANDOM # tests/lib/image.sh: the image tests of this run share their builds
 while read -r t; do
   after=- # test_arm64.sh runs the arm64 build's binary
   [ "$t" != tests/e2e/test_arm64.sh ] || after=$arm64_build
   add "e2e $(basename "$t" .sh)" light "$after" env CMA_BIN=build/custom-metrics-adapter \
-    CMA_ARM64_BIN=build-matrix/aarch64-linux-gnu/custom-metrics-adapter bash "$t"
+    CMA_ARM64_BIN=build-matrix/aarch64-linux-gnu/custom-metrics-adapter \
+    CMA_IMAGE_SHARE="$image_share" bash "$t"
   if grep -q '^# asan: yes' "$t"; then
-    add "e2e $(basename "$t" .sh) (asan)" light - \
+    add "e2e $(basename "$t" .sh) (asan)" light "$asan_build" \
       env CMA_BIN=build-asan/custom-metrics-adapter bash "$t"
   fi
 done < <(e2e_order)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_arm64.sh: the adapter on linux/arm64, run under qemu user emulation (qemu-aarch64-static called directly: no binfmt_misc needed). 1. The cross build (cmake/aarch64-linux-gnu.cmake; $CMA_ARM64_BIN, default build-matrix/aarch64-linux-gnu/custom-metrics-adapter, made by scripts/test.sh's "build arm64" step): an AArch64 ELF whose libraries are all AArch64, --version and --check-config as the amd64 build prints them, then a smoke test against a real Prometheus and the fake kube-apiserver on loopback (start, discovery, one value, SIGTERM exit 0). 2. The chart (deploy/helm/custom-metrics-adapter) rendered with helm template, with its default values and with each prometheus-adapter values file in tests/fixtures/helm-values: nothing in it names an architecture, so the same release pulls whichever variant a node needs. 3. The image: deploy/image/Containerfile built by buildah for linux/amd64 and linux/arm64 into one manifest list (the arm64 variant with the cross toolchain in an amd64 build stage), labels, size bound, USER, and the ELF header of every file in each variant names only that variant's machine; then the arm64 variant, mounted, run as the prometheus-community chart runs it (chroot as uid 65532, read-only root, PID 1 of its own PID namespace, under qemu): discovery and a value, SIGTERM exit 0.
+# test_arm64.sh: the adapter on linux/arm64, run under qemu user emulation (qemu-aarch64-static called directly: no binfmt_misc needed). 1. The cross build (cmake/aarch64-linux-gnu.cmake; $CMA_ARM64_BIN, default build-matrix/aarch64-linux-gnu/custom-metrics-adapter, made by scripts/test.sh's "build arm64" step): an AArch64 ELF whose libraries are all AArch64, --version and --check-config as the amd64 build prints them, then a smoke test against a real Prometheus and the fake kube-apiserver on loopback (start, discovery, one value, SIGTERM exit 0). 2. The chart (deploy/helm/custom-metrics-adapter) rendered with helm template, with its default values and with each prometheus-adapter values file in tests/fixtures/helm-values: nothing in it names an architecture, so the same release pulls whichever variant a node needs. 3. The image: deploy/image/Containerfile built by buildah for linux/amd64 and linux/arm64 into one manifest list (the arm64 variant with the cross toolchain in an amd64 build stage; under scripts/test.sh a variant test_image.sh built in the same run is checked, not built again: tests/lib/image.sh), labels, size bound, USER, and the ELF header of every file in each variant names only that variant's machine; then the arm64 variant, mounted, run as the prometheus-community chart runs it (chroot as uid 65532, read-only root, PID 1 of its own PID namespace, under qemu): discovery and a value, SIGTERM exit 0.
 # cost: high (the arm64 image build: a few minutes on 2 cores)
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
@@ -97,42 +97,31 @@ t_ok "a values file pins the release to arm64 nodes (so the image must have an a
 
 # --- 3. the image, for both architectures -----------------------------------------------------------
 image_storage_ready || exit 1
-LIST_REF="localhost/custom-metrics-adapter:arm64-test-$$"
-REVISION=test-rev-$$
-SOURCE=https://example.test/custom-metrics-adapter
+# The variants and their build arguments are tests/lib/image.sh's: under scripts/test.sh the amd64
+# one is test_image.sh's build of this run, when it ran first (it then checks the same image).
+LIST_REF=$IMG_LIST
+REVISION=$IMG_REVISION
+SOURCE=$IMG_SOURCE
 image_cleanup() {
   [ -n "${ADAPTER_PID:-}" ] && cma_stop "$ADAPTER_PID" 10
   if [ -n "${ctr:-}" ]; then
     bh umount "$ctr" >/dev/null 2>&1
     bh rm "$ctr" >/dev/null 2>&1
   fi
-  bh manifest rm "$LIST_REF" >/dev/null 2>&1
-  local id
-  for id in ${variant_ids:-}; do bh rmi -f "$id" >/dev/null 2>&1; done
+  image_variants_remove
 }
 ctr=""
 cma_on_exit image_cleanup
-build_log="$CMA_TMP/build.log"
-T1=$SECONDS
 # One platform per build (the arm64 one after the amd64 one), each tagged $LIST_REF-ARCH and added
-# to the manifest list $LIST_REF. Debian's buildah (1.28) does not set BUILDPLATFORM itself (docker
-# buildx and newer buildah do): without it the build stage would ask for an arm64 base image.
-bh manifest create "$LIST_REF" >/dev/null
-for platform in linux/amd64 linux/arm64; do
-  variant_ids="${variant_ids:-} $LIST_REF-${platform#linux/}"
-  if ! bh build --isolation chroot --pull=never --platform "$platform" --manifest "$LIST_REF" \
-    -t "$LIST_REF-${platform#linux/}" \
-    --build-arg "BASE_IMAGE=$BASE_REF" --build-arg "REVISION=$REVISION" \
-    --build-arg "BUILDPLATFORM=linux/$(dpkg --print-architecture)" \
-    --build-arg "SOURCE=$SOURCE" -f deploy/image/Containerfile . >>"$build_log" 2>&1; then
-    t_fail "buildah build --platform $platform --manifest deploy/image/Containerfile" \
-      "$(tail -n 40 "$build_log")"
-    t_summary
-    exit 1
-  fi
-done
-T_BUILD=$((SECONDS - T1))
-t_pass "buildah build --platform linux/amd64, then linux/arm64, into one manifest list (${T_BUILD}s)"
+# to the manifest list $LIST_REF.
+if ! image_variants amd64 arm64; then
+  t_fail "buildah build --platform linux/amd64, then linux/arm64, --manifest deploy/image/Containerfile" \
+    "$IMG_BUILD_ERR"
+  t_summary
+  exit 1
+fi
+T_BUILD=$IMG_BUILD_SECS
+t_pass "buildah build --platform linux/amd64, then linux/arm64, into one manifest list ($(image_variants_note))"
 list=$(bh manifest inspect "$LIST_REF")
 t_json "the manifest list holds linux/amd64 and linux/arm64" "$list" \
   '[.manifests[].platform | "\(.os)/\(.architecture)"] | sort | join(" ")' "linux/amd64 linux/arm64"

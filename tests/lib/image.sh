@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # image.sh: what the image tests (tests/e2e/test_image.sh, tests/e2e/test_arm64.sh) share: buildah on
-# the tests' own storage in .cache/image/, the debootstrap minbase base image, and the stand-in
+# the tests' own storage in .cache/image/, the debootstrap minbase base image, the image's builds
+# (one per variant a run of scripts/test.sh), and the stand-in
 # for a container runtime (a read-only chroot into `buildah mount` in private namespaces; the
 # header of test_image.sh says why). Source after tests/lib/common.sh.
 
@@ -10,6 +11,16 @@ IMG_STORE="$IMG_CACHE/storage"
 IMG_RUN="$IMG_CACHE/run"
 BASE_TAR="$IMG_CACHE/bookworm-minbase.tar"
 BASE_REF=localhost/cma-bookworm-minbase:latest
+# The image under test. scripts/test.sh gives test_image.sh and test_arm64.sh one CMA_IMAGE_SHARE
+# value a run: a variant either of them builds for it stays in the storage for the other, so a run
+# builds each variant once (the amd64 one was built twice, a few minutes of a 2-core machine). Run
+# alone, a script's key is its own pid and it removes what it built at exit. The build arguments
+# are the same for both scripts, so a shared variant is exactly what either would have built.
+IMG_SHARE=${CMA_IMAGE_SHARE:-pid$$}
+case $IMG_SHARE in *[!A-Za-z0-9._-]*) IMG_SHARE=pid$$ ;; esac
+IMG_LIST="localhost/custom-metrics-adapter:test-$IMG_SHARE" # manifest list; variant ARCH: $IMG_LIST-ARCH
+IMG_REVISION="test-rev-$IMG_SHARE"
+IMG_SOURCE=https://example.test/custom-metrics-adapter
 
 # bh ARGS...: buildah on the test's own storage (never the system's).
 bh() { buildah --root "$IMG_STORE" --runroot "$IMG_RUN" --storage-driver vfs "$@"; }
@@ -100,7 +111,9 @@ image_storage_ready() {
   bh rm --all >/dev/null 2>&1
   rm -rf "$IMG_CACHE"/debootstrap.* "$BASE_TAR".tmp.*
   bh images --format '{{.Name}}:{{.Tag}} {{.ID}}' 2>/dev/null | while read -r name id; do
-    [ "$name" = "$BASE_REF" ] || bh rmi -f "$id" >/dev/null 2>&1
+    [ "$name" = "$BASE_REF" ] && continue
+    [ -n "${CMA_IMAGE_SHARE:-}" ] && case $name in "$IMG_LIST" | "$IMG_LIST"-*) continue ;; esac
+    bh rmi -f "$id" >/dev/null 2>&1
   done
 
   if ! base_image; then
@@ -109,6 +122,48 @@ image_storage_ready() {
     return 1
   fi
   t_pass "base image $BASE_REF (debootstrap minbase bookworm, cached in .cache/image)"
+}
+
+# image_variants ARCH...: the variants linux/ARCH of the Containerfile, tagged $IMG_LIST-ARCH and
+# added to the manifest list $IMG_LIST; each one this run (CMA_IMAGE_SHARE) has not built yet is
+# built now, one platform at a time, the build stage on this machine's architecture (Debian's
+# buildah 1.28 does not set BUILDPLATFORM itself: without it the build stage would ask for a base
+# image of the target's). Sets IMG_BUILT and IMG_REUSED (the architectures) and IMG_BUILD_SECS;
+# on a failure IMG_BUILD_ERR holds the build's last lines.
+image_variants() {
+  local arch log="$CMA_TMP/build.log" t0=$SECONDS
+  IMG_BUILT="" IMG_REUSED="" IMG_BUILD_ERR=""
+  for arch in "$@"; do
+    if bh inspect --type image "$IMG_LIST-$arch" >/dev/null 2>&1; then
+      IMG_REUSED="$IMG_REUSED $arch"
+      continue
+    fi
+    if ! bh build --isolation chroot --pull=never --platform "linux/$arch" --manifest "$IMG_LIST" \
+      -t "$IMG_LIST-$arch" --build-arg "BASE_IMAGE=$BASE_REF" --build-arg "REVISION=$IMG_REVISION" \
+      --build-arg "BUILDPLATFORM=linux/$(dpkg --print-architecture)" \
+      --build-arg "SOURCE=$IMG_SOURCE" -f deploy/image/Containerfile . >>"$log" 2>&1; then
+      IMG_BUILD_ERR="linux/$arch: $(tail -n 40 "$log")"
+      IMG_BUILD_SECS=$((SECONDS - t0))
+      return 1
+    fi
+    IMG_BUILT="$IMG_BUILT $arch"
+  done
+  IMG_BUILD_SECS=$((SECONDS - t0))
+  IMG_BUILT=${IMG_BUILT# } IMG_REUSED=${IMG_REUSED# }
+}
+# image_variants_note: what image_variants did, for a check's name.
+image_variants_note() {
+  echo "built: ${IMG_BUILT:-none} in ${IMG_BUILD_SECS}s${IMG_REUSED:+; built earlier with CMA_IMAGE_SHARE=$IMG_SHARE: $IMG_REUSED}"
+}
+# image_variants_remove: at exit, the list and its variants, unless this run's other test may
+# still need them (CMA_IMAGE_SHARE; the next image test's image_storage_ready removes them).
+image_variants_remove() {
+  [ -z "${CMA_IMAGE_SHARE:-}" ] || return 0
+  local ref
+  bh manifest rm "$IMG_LIST" >/dev/null 2>&1
+  for ref in $(bh images --format '{{.Name}}:{{.Tag}}' 2>/dev/null); do
+    case $ref in "$IMG_LIST"-*) bh rmi -f "$ref" >/dev/null 2>&1 ;; esac
+  done
 }
 
 # container_cmd [--bare|--image-hosts] [--pid] [--user UID:GID] [--tmp DIR] [--env K=V]... CMD
