@@ -15,7 +15,16 @@
  * - "Why nothing matches" lists each rule's seriesQuery again and folds the series with the
  *   relist's own functions (naming, resource mapping): what the catalog was built from, now.
  * - Sections are buffers filled in any order and printed in a fixed one; each keeps at most
- *   MAX_LINES lines and counts the rest. */
+ *   MAX_LINES lines and counts the rest.
+ * - explain=true on a metrics request (cma_api_explain_param) runs the same report for its
+ *   own user, who passed the request's own SubjectAccessReview and may see no more than the
+ *   request reads: the report is scoped. Samples the request's filter leaves out are counted,
+ *   not shown; the why section lists each config rule's seriesQuery with the namespace label
+ *   of the request's namespace added (a MetricRule's is enforced already) and never a rule of
+ *   another namespace's MetricRule (in either mode: none can serve the request). The
+ *   MetricRules of the request's namespace are reported from their status, read through the
+ *   adapter's kube client (what `kubectl describe mr` shows), so that one the adapter did not
+ *   accept is explained too. */
 #include "cma/explain.h"
 
 #include <jansson.h>
@@ -35,6 +44,7 @@
 #include "cma/config.h"
 #include "cma/discovery.h"
 #include "cma/kube.h"
+#include "cma/metricrule.h"
 #include "cma/options.h"
 #include "cma/prom.h"
 #include "cma/promql.h"
@@ -149,6 +159,47 @@ static const char *rule_list(const struct cma_rule *r)
     return r->kind == CMA_RULE_CUSTOM ? "rules" : "externalRules";
 }
 
+/* The index of a MetricRule's rule r in its spec.rules / spec.externalRules. A merged ruleset
+ * (metricrule_ctl.h) renumbers its rules (index is the position in the merge) and keeps each
+ * MetricRule's rules together, in spec order, with one owner record: so it is r's distance from
+ * the first rule of rs with the same owner. r->index when r is not one of rs's rules. */
+static size_t spec_index(const struct cma_ruleset *rs, const struct cma_rule *r)
+{
+    const struct cma_rule *rules = NULL;
+    size_t n = 0;
+    if (rs) {
+        rules = r->kind == CMA_RULE_CUSTOM ? rs->rules : rs->external_rules;
+        n = r->kind == CMA_RULE_CUSTOM ? rs->n_rules : rs->n_external_rules;
+    }
+    size_t first = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rules[i].owner != r->owner)
+            first = i + 1;
+        else if (&rules[i] == r)
+            return i - first;
+    }
+    return r->index;
+}
+
+/* A config rule answered: does a MetricRule of the request's namespace define the same metric
+ * (the conflict the config files win)? Only that namespace's is looked up. */
+static void explain_conflict(struct cma_explain *ex, const struct cma_catalog *cat,
+                             const struct cma_catalog_entry *entry)
+{
+    if (entry->rule->owner || !ex->namespace_ || !ex->namespace_[0])
+        return;
+    const struct cma_catalog_entry *mr = cma_catalog_lookup_owner(
+        cat, entry->resource, entry->namespaced, entry->metric, ex->namespace_);
+    if (!mr || !mr->rule->owner)
+        return;
+    const struct cma_rule *r = mr->rule;
+    cma_explain_addf(ex, CMA_EX_RULE,
+                     "MetricRule %s/%s (spec.%s[%zu]) of this namespace defines %s too: the config "
+                     "files' rule wins the conflict",
+                     r->owner->namespace_, r->owner->name, rule_list(r),
+                     spec_index(cma_catalog_rules(cat), r), entry->metric);
+}
+
 void cma_explain_entry(struct cma_explain *ex, const struct cma_catalog *cat,
                        const struct cma_catalog_entry *entry)
 {
@@ -156,11 +207,18 @@ void cma_explain_entry(struct cma_explain *ex, const struct cma_catalog *cat,
         return;
     const struct cma_rule *r = entry->rule;
     const struct cma_config_rule *c = r->cfg;
-    cma_explain_addf(ex, CMA_EX_RULE, "%s:%u:%u (%s[%zu])", c->pos.file, c->pos.line, c->pos.column,
-                     rule_list(r), r->index);
+    if (r->owner) /* a MetricRule's rule: its object, and the enforced seriesQuery */
+        cma_explain_addf(
+            ex, CMA_EX_RULE, "MetricRule %s/%s (spec.%s[%zu]), every query enforced with %s=\"%s\"",
+            r->owner->namespace_, r->owner->name, rule_list(r),
+            spec_index(cma_catalog_rules(cat), r), r->owner->label, r->owner->namespace_);
+    else
+        cma_explain_addf(ex, CMA_EX_RULE, "%s:%u:%u (%s[%zu])", c->pos.file, c->pos.line,
+                         c->pos.column, rule_list(r), r->index);
     cma_explain_addf(ex, CMA_EX_RULE, "seriesQuery: %s", r->series_query);
     cma_explain_addf(ex, CMA_EX_RULE, "metricsQuery: %s",
                      c->metrics_query.s ? c->metrics_query.s : "");
+    explain_conflict(ex, cat, entry);
     char gr[300] = "", when[21];
     if (entry->resource)
         cma_restmapper_group_resource(entry->resource, gr, sizeof gr);
@@ -451,7 +509,8 @@ static char *enforced_query(const char *query, const char *label, const char *va
 static char *listing_query(const struct cma_explain *ex, const struct cma_rule *r,
                            struct cma_err *err)
 {
-    if (ex->scoped && ex->namespace_ && ex->ns_label)
+    /* a MetricRule's seriesQuery is enforced already (metricrule_ctl.h) */
+    if (!r->owner && ex->scoped && ex->namespace_ && ex->ns_label)
         return enforced_query(r->series_query, ex->ns_label, ex->namespace_, err);
     char *text = cma_strdup(r->series_query);
     if (!text)
@@ -459,12 +518,27 @@ static char *listing_query(const struct cma_explain *ex, const struct cma_rule *
     return text;
 }
 
-/* How the why section names r: "rules[0] (file:line)". */
-static const char *rule_title(const struct cma_rule *r, char *out, size_t len)
+/* How the why section names r, one of rs's rules: "rules[0] (file:line)", "MetricRule ns/name
+ * spec.rules[0]". */
+static const char *rule_title(const struct cma_ruleset *rs, const struct cma_rule *r, char *out,
+                              size_t len)
 {
     const struct cma_config_rule *c = r->cfg;
-    snprintf(out, len, "%s[%zu] (%s:%u)", rule_list(r), r->index, c->pos.file, c->pos.line);
+    if (r->owner)
+        snprintf(out, len, "MetricRule %s/%s spec.%s[%zu]", r->owner->namespace_, r->owner->name,
+                 rule_list(r), spec_index(rs, r));
+    else
+        snprintf(out, len, "%s[%zu] (%s:%u)", rule_list(r), r->index, c->pos.file, c->pos.line);
     return out;
+}
+
+/* Whether the why section lists r: every config rule; a MetricRule's only for a request in its
+ * own namespace (the only one it serves), so another namespace's never appears. */
+static bool may_list(const struct cma_explain *ex, const struct cma_rule *r)
+{
+    if (!r->series_query[0]) /* an empty one lists nothing (warned at load) */
+        return false;
+    return !r->owner || (ex->namespace_ && strcmp(r->owner->namespace_, ex->namespace_) == 0);
 }
 
 /* Lists one rule's seriesQuery and says what became of the series; adds to *total. */
@@ -480,7 +554,7 @@ static void why_rule(struct cma_explain *ex, const struct cma_app *app,
     cma_err_clear(&err);
     int64_t now = cma_clock_wall_ms();
     char title[512];
-    rule_title(r, title, sizeof title);
+    rule_title(app->rules, r, title, sizeof title);
     const struct cma_backend *b = r->backend.queries ? r->backend.queries : &app->backend;
     char *listed = listing_query(ex, r, &err);
     enum cma_errc rc =
@@ -530,58 +604,94 @@ static json_t *accepted_condition(json_t *status)
     return NULL;
 }
 
-/* status.metrics: whether it names metric (external metrics: ignoring case, as served), and
- * the names on one line. */
-static bool metrics_of(json_t *status, const char *metric, bool external, char *line, size_t len)
+/* status.metrics on one line (cut with "..."); "" when it has none. */
+static const char *metrics_of(json_t *status, char *line, size_t len)
 {
-    bool has = false;
     size_t used = 0, i;
     json_t *v;
     line[0] = '\0';
     json_array_foreach(json_object_get(status, "metrics"), i, v)
     {
         const char *name = json_string_value(v);
-        if (!name)
-            continue;
-        has = has || (external ? strcasecmp(name, metric) : strcmp(name, metric)) == 0;
-        int k = used < len ? snprintf(line + used, len - used, "%s%s", i ? ", " : "", name) : 0;
+        int k = name && used < len
+                    ? snprintf(line + used, len - used, "%s%s", used ? ", " : "", name)
+                    : 0;
         used += k > 0 ? (size_t)k : 0;
     }
     if (used >= len && len > 4)
         snprintf(line + len - 4, 4, "...");
-    return has;
+    return line;
 }
 
-/* One line for a MetricRule of the namespace: what its Accepted condition says, and whether it
- * serves the metric. */
-static void report_metricrule(struct cma_explain *ex, json_t *item, const char *metric,
-                              bool external)
+/* Whether the rules the request used (a merged ruleset: metricrule_ctl.h) hold a rule of the
+ * MetricRule ns/name: the adapter accepted and serves it. */
+static bool is_served(const struct cma_ruleset *rs, const char *ns, const char *name)
+{
+    for (int kind = 0; rs && kind < 2; kind++) {
+        const struct cma_rule *rules = kind ? rs->external_rules : rs->rules;
+        size_t n = kind ? rs->n_external_rules : rs->n_rules;
+        for (size_t i = 0; i < n; i++) {
+            const struct cma_rule_owner *o = rules[i].owner;
+            if (o && strcmp(o->namespace_, ns) == 0 && strcmp(o->name, name) == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* The compiler's error for the MetricRule's spec (what the adapter's status says as
+ * InvalidSpec), into why; false when it compiles. */
+static bool spec_error(const struct cma_explain *ex, json_t *item, char *why, size_t len)
+{
+    char *spec = json_dumps(json_object_get(item, "spec"), JSON_COMPACT | JSON_ENCODE_ANY);
+    struct cma_metricrule_compiled *c = NULL;
+    struct cma_err err;
+    cma_err_clear(&err);
+    enum cma_errc rc =
+        spec ? cma_metricrule_compile(ex->namespace_, ex->ns_label, spec, strlen(spec), &c, &err)
+             : cma_err_set(&err, CMA_ERR_NOMEM, "out of memory");
+    free(spec);
+    cma_metricrule_compiled_free(c);
+    if (rc == CMA_OK)
+        return false;
+    snprintf(why, len, "%s", err.msg);
+    return true;
+}
+
+/* One line for a MetricRule of the namespace: refused (its status, else the compiler's error
+ * now), served, or not served yet and why that may be. */
+static void report_metricrule(struct cma_explain *ex, const struct cma_app *app, json_t *item)
 {
     json_t *meta = json_object_get(item, "metadata"), *status = json_object_get(item, "status");
-    const char *name = json_str(meta, "name");
+    const char *name = json_str(meta, "name"), *ns = ex->namespace_;
     long long gen = (long long)json_integer_value(json_object_get(meta, "generation"));
     long long seen = (long long)json_integer_value(json_object_get(status, "observedGeneration"));
     json_t *cond = accepted_condition(status);
-    char names[1024];
-    bool serves = metrics_of(status, metric, external, names, sizeof names);
-    const char *ns = ex->namespace_;
-    if (!cond)
+    bool refused = cond && seen >= gen && strcmp(json_str(cond, "status"), "True") != 0;
+    char text[1024];
+    if (refused)
+        cma_explain_addf(ex, CMA_EX_WHY, "MetricRule %s/%s: not accepted (%s): %s", ns, name,
+                         json_str(cond, "reason"), json_str(cond, "message"));
+    else if (is_served(app->rules, ns, name))
         cma_explain_addf(ex, CMA_EX_WHY,
-                         "MetricRule %s/%s: no Accepted condition in its status: the adapter has "
-                         "not processed it yet",
-                         ns, name);
-    else if (seen < gen)
+                         "MetricRule %s/%s: accepted and served (its rules of this kind are listed "
+                         "above; the metrics its status names: %s)",
+                         ns, name, metrics_of(status, text, sizeof text)[0] ? text : "none yet");
+    else if (spec_error(ex, item, text, sizeof text))
+        cma_explain_addf(ex, CMA_EX_WHY, "MetricRule %s/%s: not accepted (InvalidSpec): %s", ns,
+                         name, text);
+    else if (cond && seen < gen)
         cma_explain_addf(ex, CMA_EX_WHY,
                          "MetricRule %s/%s: generation %lld is not processed yet (its status is "
                          "of generation %lld: Accepted=%s, %s)",
                          ns, name, gen, seen, json_str(cond, "status"), json_str(cond, "reason"));
-    else if (strcmp(json_str(cond, "status"), "True") != 0)
-        cma_explain_addf(ex, CMA_EX_WHY, "MetricRule %s/%s: not accepted (%s): %s", ns, name,
-                         json_str(cond, "reason"), json_str(cond, "message"));
     else
-        cma_explain_addf(ex, CMA_EX_WHY, "MetricRule %s/%s: accepted, %s %s (its metrics: %s)", ns,
-                         name, serves ? "serves" : "does not serve", metric,
-                         names[0] ? names : "none yet");
+        cma_explain_addf(ex, CMA_EX_WHY,
+                         "MetricRule %s/%s: not served: the adapter has not accepted it (not "
+                         "processed yet, a backend MetricRules may not use, a limit of the "
+                         "namespace or --metric-rules-namespace-selector; its status says which "
+                         "once written)",
+                         ns, name);
 }
 
 /* GET of the MetricRuleList of namespace ns through the adapter's own kube client: the decoded
@@ -620,11 +730,10 @@ static json_t *list_metricrules(const struct cma_app *app, const char *ns, char 
 }
 
 /* Lists the MetricRules of the request's namespace through the Kubernetes API (the adapter's
- * own client and rights) and reports each one's status: why one that should serve the metric
- * does not (not accepted, a conflict another source won, not processed yet). Only with
+ * own client and rights) and reports each one: why one that should serve the metric does not
+ * (not accepted, a conflict another source won, not processed yet), or that it is served. Only with
  * --enable-metric-rules and a namespaced request; never another namespace's. */
-static void why_metricrules(struct cma_explain *ex, const struct cma_app *app, const char *metric,
-                            bool external)
+static void why_metricrules(struct cma_explain *ex, const struct cma_app *app)
 {
     const char *ns = ex->namespace_;
     if (!ns || !ns[0] || strcmp(ns, "*") == 0 || !app->kube || !app->opts ||
@@ -641,7 +750,7 @@ static void why_metricrules(struct cma_explain *ex, const struct cma_app *app, c
     json_t *item;
     json_array_foreach(items, i, item)
     {
-        report_metricrule(ex, item, metric, external);
+        report_metricrule(ex, app, item);
     }
     json_decref(list);
 }
@@ -700,9 +809,9 @@ void cma_explain_why_missing(struct cma_explain *ex, const struct cma_app *app,
         cma_explain_addf(ex, CMA_EX_WHY, "%s", err.msg);
     }
     for (size_t i = 0; i < n; i++)
-        if (rules[i].series_query[0]) /* an empty one lists nothing (warned at load) */
+        if (may_list(ex, &rules[i]))
             why_rule(ex, app, cat, &rules[i], resource, metric, &total);
-    why_metricrules(ex, app, metric, !resource);
+    why_metricrules(ex, app);
     why_conclusion(ex, cat, resource, namespaced, metric, &total);
 }
 

@@ -44,12 +44,14 @@ OM="$CMA_TMP/two-namespaces.om"
 python3 - "$OM" <<'EOF'
 import sys, time
 now = int(time.time())
-series = [("shop", "orders-0", 3), ("shop", "orders-1", 5), ("billing", "invoices-0", 977)]
+series = {"app_inflight": [("shop", "orders-0", 3), ("shop", "orders-1", 5), ("billing", "invoices-0", 977)],
+          "app_queue_messages": [("shop", "orders-0", 12), ("shop", "orders-1", 30), ("billing", "invoices-0", 4242)]}
 with open(sys.argv[1], "w") as out:
-    out.write("# TYPE app_inflight gauge\n")
-    for ns, pod, value in series:
-        for ts in range(now - 120, now + 3600, 60):
-            out.write('app_inflight{namespace="%s",pod="%s"} %d %d\n' % (ns, pod, value, ts))
+    for name, points in series.items():
+        out.write("# TYPE %s gauge\n" % name)
+        for ns, pod, value in points:
+            for ts in range(now - 120, now + 3600, 60):
+                out.write('%s{namespace="%s",pod="%s"} %d %d\n' % (name, ns, pod, value, ts))
     out.write("# EOF\n")
 EOF
 PODS="$CMA_TMP/pods.json"
@@ -210,5 +212,70 @@ jane_curl "$P_SHOP?explain=maybe"
 t_eq "explain=maybe: 400" 400 "$C_STATUS"
 t_ok "explain=maybe: a Status saying what is expected" \
   jq -e '.kind == "Status" and .code == 400 and (.message | contains("true or false"))' <<<"$C_BODY"
+stop_adapter
+
+# --- --enable-metric-rules: MetricRules of shop and billing ------------------------------------
+# apply_mr NAMESPACE NAME AS METRICS_QUERY: a MetricRule over app_queue_messages (as kubectl apply).
+apply_mr() {
+  jq -n --arg ns "$1" --arg name "$2" --arg metric "$3" --arg mq "$4" '{
+    apiVersion: "metrics.custom-metrics-adapter.dev/v1alpha1", kind: "MetricRule",
+    metadata: {name: $name, namespace: $ns},
+    spec: {rules: [{seriesQuery: "app_queue_messages{namespace!=\"\",pod!=\"\"}",
+      resources: {overrides: {namespace: {resource: "namespace"}, pod: {resource: "pod"}}},
+      name: {matches: "^app_queue_messages$", "as": $metric}, metricsQuery: $mq}]}}' |
+    kube_control -X POST -H "Content-Type: application/json" --data-binary @- "$KUBE_URL/__fake/metricrules/apply" | jq -r '.event // .message'
+}
+MQ='sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+t_eq "apply MetricRule shop/queue" ADDED "$(apply_mr shop queue queue_depth "$MQ")"
+t_eq "apply MetricRule shop/broken (a metricsQuery missing its closing paren)" ADDED \
+  "$(apply_mr shop broken broken_depth 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>')"
+t_eq "apply MetricRule billing/billing-secret-rule" ADDED \
+  "$(apply_mr billing billing-secret-rule billing_secret_depth "$MQ")"
+if ! start_adapter "$CONFIG" --enable-metric-rules; then
+  t_fail "start the adapter with --enable-metric-rules"
+  t_summary
+  exit 1
+fi
+write_jane_kubeconfig
+P_QUEUE="$G/namespaces/shop/pods/*/queue_depth"
+# wait_served: jane's request for shop's queue_depth answers 200 (60 s).
+wait_served() {
+  local deadline=$((SECONDS + 60))
+  until jane_curl "$P_QUEUE" && [ "$C_STATUS" = 200 ]; do
+    [ "$SECONDS" -ge "$deadline" ] && return 1
+    sleep 0.5
+  done
+}
+t_ok "shop's MetricRule serves queue_depth" wait_served
+as_jane "$P_QUEUE?explain=true"
+MR_REPORT=$J_OUT
+printf '%s\n' "$MR_REPORT" >"$CMA_TMP/queue_depth.report" # for a failure's post-mortem (CMA_KEEP_TMP=1)
+t_eq "MetricRule: kubectl exit 0" 0 "$J_RC"
+t_eq "MetricRule: the rule is the MetricRule, by namespace/name and index" \
+  '  MetricRule shop/queue (spec.rules[0]), every query enforced with namespace="shop"' \
+  "$(section rule "$MR_REPORT" | head -n 1)"
+mr_promql=$(section query "$MR_REPORT" | sed -n 's/^  promql: //p')
+t_ok "MetricRule: the enforced PromQL ($mr_promql) reads app_queue_messages with namespace=\"shop\"" \
+  grep -q 'app_queue_messages{.*namespace="shop"' <<<"$mr_promql"
+t_eq "oracle: the enforced PromQL answers shop's values in Prometheus" "orders-0 12
+orders-1 30" "$(prom_query "$mr_promql" | jq -r '.data.result[] | "\(.metric.pod) \(.value[1])"' | sort)"
+t_eq "MetricRule: the answer has shop's values" "orders-0 12
+orders-1 30" "$(sed -n '/^answer: HTTP 200$/{n;p}' <<<"$MR_REPORT" | jq -r '.items[] | "\(.describedObject.name) \(.value)"' | sort)"
+t_eq "MetricRule: nothing of billing's MetricRule or series" "" \
+  "$(grep -Eo 'billing|invoices-0|4242|977' <<<"$MR_REPORT")"
+
+as_jane "$G/namespaces/shop/pods/*/no_such_metric?explain=true"
+MISSING=$J_OUT
+printf '%s\n' "$MISSING" >"$CMA_TMP/no_such_metric.report"
+t_ok "missing (MetricRules): shop's MetricRule's enforced seriesQuery listed in shop" \
+  grep -Eq '^  MetricRule shop/queue spec\.rules\[0\]: seriesQuery app_queue_messages\{.*namespace="shop".*\} finds 2 series, 0 named no_such_metric' <<<"$(section why "$MISSING")"
+t_ok "missing (MetricRules): the broken MetricRule, not accepted, with the compiler's message" \
+  grep -Eq '^  MetricRule shop/broken: not accepted \(InvalidSpec\): spec\.rules\[0\]\.metricsQuery: ' <<<"$(section why "$MISSING")"
+t_ok "missing (MetricRules): the serving MetricRule, accepted and served" \
+  grep -q '^  MetricRule shop/queue: accepted and served ' <<<"$(section why "$MISSING")"
+t_eq "missing (MetricRules): nothing of billing" "" "$(grep -Eo 'billing|invoices-0|4242|977' <<<"$MISSING")"
+jane_curl "$G/namespaces/billing/pods/*/billing_secret_depth?explain=true"
+t_eq "billing's MetricRule metric: 403 for jane" 403 "$C_STATUS"
+t_eq "billing's MetricRule metric: no report" "" "$(grep -o 'explain: GET' <<<"$C_BODY")"
 stop_adapter
 t_summary

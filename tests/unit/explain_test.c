@@ -13,7 +13,9 @@
  * added (a series of no namespace is not counted); a value that is not a boolean is a 400 Status,
  * explain=false the usual answer. The MetricRules of the request's namespace, read through the
  * fake kube-apiserver: each one's Accepted condition (invalid, conflict, not processed, no status,
- * accepted) and nothing of another namespace's. */
+ * accepted) and nothing of another namespace's. A MetricRule's rule (cma_rule.owner): named as
+ * `MetricRule ns/name (spec.rules[i])` with its enforcement when it answers; listed in why only for
+ * a request in its own namespace, so another namespace's MetricRule never appears. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +31,7 @@
 #include "cma/buf.h"
 #include "cma/explain.h"
 #include "cma/options.h"
+#include "cma/rule.h"
 #include "cma/server.h"
 
 static const char CONFIG[] =
@@ -357,24 +360,35 @@ static void test_explain_param__why_counts_only_the_namespace(void **state)
     fx->opts->enable_metric_rules = false;
 }
 
+/* A MetricRule's spec that compiles, and one whose metricsQuery misses its closing paren. */
+#define GOOD_SPEC                                                                                  \
+    "\"spec\":{\"rules\":[{\"seriesQuery\":\"q{namespace!=\\\"\\\"}\",\"resources\":{"             \
+    "\"overrides\":{\"namespace\":{\"resource\":\"namespace\"},\"pod\":{\"resource\":\"pod\"}}},"  \
+    "\"metricsQuery\":\"sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\"}]}"
+#define BAD_SPEC                                                                                   \
+    "\"spec\":{\"rules\":[{\"seriesQuery\":\"q{namespace!=\\\"\\\"}\",\"resources\":{"             \
+    "\"overrides\":{\"namespace\":{\"resource\":\"namespace\"},\"pod\":{\"resource\":\"pod\"}}},"  \
+    "\"metricsQuery\":\"sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>\"}]}"
+
 /* A MetricRuleList of namespace ml as kube-apiserver answers it (status as the adapter writes
- * it: metricrule_status.h). */
+ * it: metricrule_status.h; some without one yet). */
 static const char MR_LIST_ML[] =
     "{\"kind\":\"MetricRuleList\",\"apiVersion\":\"metrics.custom-metrics-adapter.dev/v1alpha1\","
     "\"metadata\":{\"resourceVersion\":\"7\"},\"items\":["
-    "{\"metadata\":{\"name\":\"broken\",\"namespace\":\"ml\",\"generation\":1},"
+    "{\"metadata\":{\"name\":\"broken\",\"namespace\":\"ml\",\"generation\":1}," BAD_SPEC ","
     "\"status\":{\"observedGeneration\":1,\"conditions\":[{\"type\":\"Accepted\",\"status\":"
     "\"False\",\"reason\":\"InvalidSpec\",\"message\":\"spec.rules[0].metricsQuery: 1:5: "
     "unexpected right paren\",\"observedGeneration\":1}],\"metrics\":[]}},"
-    "{\"metadata\":{\"name\":\"fresh\",\"namespace\":\"ml\",\"generation\":3},"
+    "{\"metadata\":{\"name\":\"broken-new\",\"namespace\":\"ml\",\"generation\":1}," BAD_SPEC "},"
+    "{\"metadata\":{\"name\":\"fresh\",\"namespace\":\"ml\",\"generation\":3}," GOOD_SPEC ","
     "\"status\":{\"observedGeneration\":2,\"conditions\":[{\"type\":\"Accepted\",\"status\":"
     "\"True\",\"reason\":\"Accepted\",\"message\":\"every rule loaded\"}],\"metrics\":[]}},"
-    "{\"metadata\":{\"name\":\"loser\",\"namespace\":\"ml\",\"generation\":2},"
+    "{\"metadata\":{\"name\":\"loser\",\"namespace\":\"ml\",\"generation\":2}," GOOD_SPEC ","
     "\"status\":{\"observedGeneration\":2,\"conditions\":[{\"type\":\"Accepted\",\"status\":"
     "\"False\",\"reason\":\"Conflict\",\"message\":\"pods/nothing_here is served by the config "
     "file's rule rules.yaml:2:3\"}]}},"
-    "{\"metadata\":{\"name\":\"new\",\"namespace\":\"ml\",\"generation\":1}},"
-    "{\"metadata\":{\"name\":\"queue\",\"namespace\":\"ml\",\"generation\":1},"
+    "{\"metadata\":{\"name\":\"new\",\"namespace\":\"ml\",\"generation\":1}," GOOD_SPEC "},"
+    "{\"metadata\":{\"name\":\"queue\",\"namespace\":\"ml\",\"generation\":1}," GOOD_SPEC ","
     "\"status\":{\"observedGeneration\":1,\"conditions\":[{\"type\":\"Accepted\",\"status\":"
     "\"True\",\"reason\":\"Accepted\",\"message\":\"every rule loaded\"}],"
     "\"metrics\":[\"nothing_here\",\"queue_depth\"]}}]}";
@@ -396,6 +410,9 @@ static void test_explain__metricrules_of_the_namespace(void **state)
     char *r = explain(fx, target, &status);
     assert_null(strstr(r, "MetricRule")); /* --enable-metric-rules off: not listed */
     free(r);
+    static const struct cma_rule_owner queue = {"ml", "queue", "namespace"};
+    fx->rules->rules[0].owner = &queue; /* served: its rule is in the rules the request uses */
+    cma_test_api_fixture_relist(fx);
     fx->opts->enable_metric_rules = true;
     r = explain(fx, target, &status);
     assert_int_equal(status, 404);
@@ -405,10 +422,10 @@ static void test_explain__metricrules_of_the_namespace(void **state)
            "2: Accepted=True, Accepted)\n");
     has(r, "  MetricRule ml/loser: not accepted (Conflict): pods/nothing_here is served by the "
            "config file's rule rules.yaml:2:3\n");
-    has(r, "  MetricRule ml/new: no Accepted condition in its status: the adapter has not "
-           "processed it yet\n");
-    has(r, "  MetricRule ml/queue: accepted, serves nothing_here (its metrics: nothing_here, "
-           "queue_depth)\n");
+    has(r, "  MetricRule ml/broken-new: not accepted (InvalidSpec): spec.rules[0].metricsQuery: ");
+    has(r, "  MetricRule ml/new: not served: the adapter has not accepted it (not processed yet, ");
+    has(r, "  MetricRule ml/queue: accepted and served (its rules of this kind are listed above; "
+           "the metrics its status names: nothing_here, queue_depth)\n");
     free(r);
     /* another namespace: its own list only (the fake has none: 404), never ml's */
     r = explain(fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/shop/pods/a/nothing_here",
@@ -418,6 +435,86 @@ static void test_explain__metricrules_of_the_namespace(void **state)
     assert_null(strstr(r, "ml/"));
     assert_null(strstr(r, "broken"));
     free(r);
+    cma_test_api_fixture_free(fx);
+}
+
+/* Four rules: the config's, then, as a merged ruleset holds them (each MetricRule's together, in
+ * spec order, their seriesQuery enforced already), two of a MetricRule in ml (the second defines
+ * the config rule's metric too) and one of a MetricRule in shop. */
+static const char OWNED_CONFIG[] =
+    "rules:\n"
+    "- seriesQuery: 'cfg_load{namespace!=\"\",pod!=\"\"}'\n"
+    "  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n"
+    "  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\n"
+    "- seriesQuery: 'queue_depth{namespace=\"ml\"}'\n"
+    "  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n"
+    "  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\n"
+    "- seriesQuery: 'cfg_load{namespace=\"ml\"}'\n"
+    "  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n"
+    "  metricsQuery: max(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\n"
+    "- seriesQuery: 'billing_secret_total{namespace=\"shop\"}'\n"
+    "  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n"
+    "  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\n";
+static const char *const CFG_SERIES[] = {"cfg_load{namespace=ml,pod=a}"};
+static const char *const ML_SERIES[] = {"queue_depth{namespace=ml,pod=a}"};
+static const char *const SHOP_SERIES[] = {"billing_secret_total{namespace=shop,pod=s}"};
+static const struct fake_series OWNED_ANSWERS[] = {
+    {"cfg_load{namespace!=\"\",pod!=\"\"}", CFG_SERIES, 1},
+    {"queue_depth{namespace=\"ml\"}", ML_SERIES, 1},
+    {"billing_secret_total{namespace=\"shop\"}", SHOP_SERIES, 1},
+    {"cfg_load{namespace=\"ml\"}", CFG_SERIES, 1},
+};
+
+static void test_explain__metricrule_rules_named_and_kept_to_their_namespace(void **state)
+{
+    (void)state;
+    static const struct cma_rule_owner ml = {"ml", "queue", "namespace"};
+    static const struct cma_rule_owner shop = {"shop", "secret-billing", "namespace"};
+    struct api_fixture_spec spec = {.config = OWNED_CONFIG,
+                                    .series = OWNED_ANSWERS,
+                                    .n_series = 4,
+                                    .replies = REPLIES,
+                                    .n_replies = 1};
+    struct api_fixture *fx = cma_test_api_fixture_new(&spec);
+    fx->rules->rules[1].owner = &ml;
+    fx->rules->rules[2].owner = &ml; /* the same metric as the config's rules[0] */
+    fx->rules->rules[3].owner = &shop;
+    cma_test_api_fixture_relist(fx); /* the catalog keyed by owner, as discovery builds it */
+    int status = 0;
+    char *r = explain(fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/queue_depth",
+                      &status);
+    has(r, "rule:\n  MetricRule ml/queue (spec.rules[0]), every query enforced with "
+           "namespace=\"ml\"\n  seriesQuery: queue_depth{namespace=\"ml\"}\n");
+    free(r);
+    r = explain(fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/cfg_load", &status);
+    has(r, "rule:\n  rules.yaml:2:3 (rules[0])\n");
+    has(r, "  MetricRule ml/queue (spec.rules[1]) of this namespace defines cfg_load too: the "
+           "config files' rule wins the conflict\n");
+    free(r);
+    r = explain(fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/shop/pods/a/cfg_load", &status);
+    has(r, "rule:\n  rules.yaml:2:3 (rules[0])\n");
+    assert_null(strstr(r, "MetricRule")); /* ml's MetricRule is not shop's business */
+    free(r);
+    r = explain(fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/nothing_here",
+                &status);
+    assert_int_equal(status, 404);
+    has(r, "  rules[0] (rules.yaml:2): seriesQuery cfg_load{namespace!=\"\",pod!=\"\"} finds 1 "
+           "series");
+    has(r, "  MetricRule ml/queue spec.rules[0]: seriesQuery queue_depth{namespace=\"ml\"} finds 1 "
+           "series, 0 named nothing_here");
+    assert_null(strstr(r, "shop")); /* another namespace's MetricRule: not a word of it */
+    assert_null(strstr(r, "billing"));
+    free(r);
+    /* scoped: the config rule's listing gets the namespace, the MetricRule's is enforced already */
+    fx->opts->enable_metric_rules = true;
+    struct cma_kv kv[] = {{"explain", "true"}};
+    struct cma_response resp = get_with(
+        fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/shop/pods/s/nothing_here", kv, 1);
+    assert_int_equal(resp.status, 200);
+    has(cma_buf_str(&resp.body), "  MetricRule shop/secret-billing spec.rules[0]: seriesQuery "
+                                 "billing_secret_total{namespace=\"shop\"} finds 1 series");
+    assert_null(strstr(cma_buf_str(&resp.body), "queue"));
+    cma_buf_done(&resp.body);
     cma_test_api_fixture_free(fx);
 }
 
@@ -434,6 +531,7 @@ int main(void)
         cmocka_unit_test(test_explain_param__off_on_scoped_and_bad_values),
         cmocka_unit_test(test_explain_param__why_counts_only_the_namespace),
         cmocka_unit_test(test_explain__metricrules_of_the_namespace),
+        cmocka_unit_test(test_explain__metricrule_rules_named_and_kept_to_their_namespace),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
