@@ -14,7 +14,15 @@
 # seriesQuery listed with namespace="shop" added and counted against Prometheus' own count of
 # shop's series; no report for shop contains billing's series, pods or values; explain=false
 # and the parameter without a feature flag answer the usual JSON; a value that is not a boolean
-# is a 400 Status.
+# is a 400 Status. Then with --enable-metric-rules and MetricRules in both namespaces (shop: one
+# serving pods/queue_depth, one with a broken metricsQuery, one serving the external metric
+# queue_total; billing: its own, under other names, and the same external metric): jane's report
+# names `MetricRule shop/queue (spec.rules[0])` and shows the enforced PromQL, which answers
+# shop's values in Prometheus itself; a missing metric's why lists the MetricRule's enforced
+# seriesQuery, the broken one as not accepted with the compiler's message and the serving one;
+# the external metric's report names `MetricRule shop/ext (spec.externalRules[0])` and answers
+# shop's sum as Prometheus computes it; billing's metrics are 403 for jane; no report names
+# billing's MetricRules or shows its series.
 # asan: yes
 # shellcheck disable=SC2119 # stop_adapter is called without its optional timeout
 cd "$(dirname "$0")/../.." || exit 1
@@ -231,6 +239,19 @@ t_eq "apply MetricRule shop/broken (a metricsQuery missing its closing paren)" A
   "$(apply_mr shop broken broken_depth 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>')"
 t_eq "apply MetricRule billing/billing-secret-rule" ADDED \
   "$(apply_mr billing billing-secret-rule billing_secret_depth "$MQ")"
+# apply_ext NAMESPACE NAME: a MetricRule with one external rule, queue_total (sum over the namespace).
+apply_ext() {
+  jq -n --arg ns "$1" --arg name "$2" '{
+    apiVersion: "metrics.custom-metrics-adapter.dev/v1alpha1", kind: "MetricRule",
+    metadata: {name: $name, namespace: $ns},
+    spec: {externalRules: [{seriesQuery: "app_queue_messages{namespace!=\"\"}",
+      resources: {overrides: {namespace: {resource: "namespace"}}},
+      name: {matches: "^app_queue_messages$", "as": "queue_total"},
+      metricsQuery: "sum(<<.Series>>{<<.LabelMatchers>>})"}]}}' |
+    kube_control -X POST -H "Content-Type: application/json" --data-binary @- "$KUBE_URL/__fake/metricrules/apply" | jq -r '.event // .message'
+}
+t_eq "apply MetricRule shop/ext (an external rule)" ADDED "$(apply_ext shop ext)"
+t_eq "apply MetricRule billing/billing-ext (the same external metric)" ADDED "$(apply_ext billing billing-ext)"
 if ! start_adapter "$CONFIG" --enable-metric-rules; then
   t_fail "start the adapter with --enable-metric-rules"
   t_summary
@@ -238,15 +259,17 @@ if ! start_adapter "$CONFIG" --enable-metric-rules; then
 fi
 write_jane_kubeconfig
 P_QUEUE="$G/namespaces/shop/pods/*/queue_depth"
-# wait_served: jane's request for shop's queue_depth answers 200 (60 s).
+# wait_served PATH: jane's request answers 200 (60 s).
 wait_served() {
   local deadline=$((SECONDS + 60))
-  until jane_curl "$P_QUEUE" && [ "$C_STATUS" = 200 ]; do
+  until jane_curl "$1" && [ "$C_STATUS" = 200 ]; do
     [ "$SECONDS" -ge "$deadline" ] && return 1
     sleep 0.5
   done
 }
-t_ok "shop's MetricRule serves queue_depth" wait_served
+t_ok "shop's MetricRule serves queue_depth" wait_served "$P_QUEUE"
+t_ok "shop's MetricRule serves the external queue_total" \
+  wait_served /apis/external.metrics.k8s.io/v1beta1/namespaces/shop/queue_total
 as_jane "$P_QUEUE?explain=true"
 MR_REPORT=$J_OUT
 printf '%s\n' "$MR_REPORT" >"$CMA_TMP/queue_depth.report" # for a failure's post-mortem (CMA_KEEP_TMP=1)
@@ -274,6 +297,28 @@ t_ok "missing (MetricRules): the broken MetricRule, not accepted, with the compi
 t_ok "missing (MetricRules): the serving MetricRule, accepted and served" \
   grep -q '^  MetricRule shop/queue: accepted and served ' <<<"$(section why "$MISSING")"
 t_eq "missing (MetricRules): nothing of billing" "" "$(grep -Eo 'billing|invoices-0|4242|977' <<<"$MISSING")"
+
+# External metrics: the same through external.metrics.k8s.io.
+E=/apis/external.metrics.k8s.io/v1beta1
+as_jane "$E/namespaces/shop/queue_total?explain=true"
+EXT=$J_OUT
+printf '%s\n' "$EXT" >"$CMA_TMP/queue_total.report"
+t_eq "external: kubectl exit 0" 0 "$J_RC"
+t_eq "external: the rule is shop/ext's external rule" \
+  '  MetricRule shop/ext (spec.externalRules[0]), every query enforced with namespace="shop"' \
+  "$(section rule "$EXT" | head -n 1)"
+ext_promql=$(section query "$EXT" | sed -n 's/^  promql: //p')
+t_ok "external: the enforced PromQL ($ext_promql) has namespace=\"shop\"" grep -q 'namespace="shop"' <<<"$ext_promql"
+t_eq "external: the answer is shop's sum (12 + 30), as Prometheus computes it" \
+  "$(prom_query 'sum(app_queue_messages{namespace="shop"})' | jq -r '.data.result[0].value[1]')" \
+  "$(sed -n '/^answer: HTTP 200$/{n;p}' <<<"$EXT" | jq -r '.items[0].value' 2>/dev/null)"
+t_eq "external: 42 in shop" 42 "$(sed -n '/^answer: HTTP 200$/{n;p}' <<<"$EXT" | jq -r '.items[0].value' 2>/dev/null)"
+t_eq "external: nothing of billing" "" "$(grep -Eo 'billing|invoices-0|4242|977' <<<"$EXT")"
+jane_curl "$E/namespaces/billing/queue_total?explain=true"
+t_eq "external: billing is 403 for jane" 403 "$C_STATUS"
+t_ok "external: a Status with code 403 naming billing" \
+  jq -e '.kind == "Status" and .code == 403 and (.message | contains("in the namespace \"billing\""))' <<<"$C_BODY"
+
 jane_curl "$G/namespaces/billing/pods/*/billing_secret_depth?explain=true"
 t_eq "billing's MetricRule metric: 403 for jane" 403 "$C_STATUS"
 t_eq "billing's MetricRule metric: no report" "" "$(grep -o 'explain: GET' <<<"$C_BODY")"
