@@ -16,8 +16,8 @@
 #     (text indented under spec:), validate, except the two blocks the CRD refuses on purpose.
 #  4. RBAC: the aggregation labels and verbs of the ClusterRoles (admin/edit manage, view reads,
 #     view reads the metrics groups, no team role writes status) and the adapter's own rights, in
-#     deploy/ and in the chart under its metricRules values; no --enable-metric-rules in any
-#     Deployment yet (the adapter does not know the flag).
+#     deploy/ and in the chart under its metricRules values; --enable-metric-rules in the
+#     Deployment of deploy/overlays/all and of the chart while metricRules.enabled (not otherwise).
 #  5. The fake kube-apiserver's MetricRule paths (--metric-rules): kubectl discovers the resource
 #     (short name mr), explains its fields (/openapi/v3), creates MetricRules (--dry-run=server:
 #     Strict unknown fields, 422 naming the field) and lists them (the printer columns' Table,
@@ -279,6 +279,8 @@ adapter_line="adapter core/namespaces:get,list,watch $G_MR/metricrules/status:ge
 read_both="aggregated[view] custom.metrics.k8s.io/*:get,list external.metrics.k8s.io/*:get,list"
 read_custom="aggregated[view] custom.metrics.k8s.io/*:get,list"
 tail_lines="team roles writing status: none
+deployment args with --enable-metric-rules: 1"
+tail_off="team roles writing status: none
 deployment args with --enable-metric-rules: 0"
 t_eq "deploy/overlays/all: admin/edit manage MetricRules, view reads them and the metrics groups, the adapter lists/watches and writes status" \
   "$edit_line
@@ -311,7 +313,7 @@ $tail_lines" -f "$ext_values"
 chart_rbac "metricRules.enabled=false" "$edit_line
 $view_line
 $read_custom
-$tail_lines" --set metricRules.enabled=false
+$tail_off" --set metricRules.enabled=false
 chart_rbac "metricRules.aggregateToDefaultRoles=false" "$read_custom
 $adapter_line
 $tail_lines" --set metricRules.aggregateToDefaultRoles=false
