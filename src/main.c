@@ -240,6 +240,7 @@ struct runtime {
     struct cma_metric *m_reloads, *m_reload_ok, *m_reload_time; /* config reload metrics */
     struct cma_discovery *discovery;
     struct cma_metricrule_ctl *metric_rules; /* --enable-metric-rules; NULL when off */
+    struct cma_metricrule_ctl_backend_policy *mr_policies; /* per backend, [0] the flags' */
     struct cma_server *server;
     struct cma_auth *auth;
     struct cma_kube *authn_kube, *authz_kube; /* NULL = rt->kube */
@@ -437,6 +438,7 @@ static void runtime_done(struct runtime *rt)
     cma_server_stop(rt->server);
     cma_watch_stop(rt->watch);
     cma_metricrule_ctl_free(rt->metric_rules); /* before discovery: it publishes there */
+    free(rt->mr_policies);
     cma_auth_free(rt->auth);
     cma_kube_free(rt->authn_kube);
     cma_kube_free(rt->authz_kube);
@@ -987,6 +989,17 @@ static bool same_kv(const struct cma_config_kv *a, size_t na, const struct cma_c
     return true;
 }
 
+/* The same metricRules: block (allowed, namespaces in order). */
+static bool same_mr(const struct cma_config_backend *a, const struct cma_config_backend *b)
+{
+    if (a->mr_allowed != b->mr_allowed || a->n_mr_namespaces != b->n_mr_namespaces)
+        return false;
+    for (size_t i = 0; i < a->n_mr_namespaces; i++)
+        if (!cma_str_eq(a->mr_namespaces[i], b->mr_namespaces[i]))
+            return false;
+    return true;
+}
+
 /* The first setting in which a reloaded backend differs from the one the process started with
  * (its name, never its value: some are secrets), or NULL when they are the same. */
 static const char *backend_change(const struct cma_config_backend *was,
@@ -1012,6 +1025,7 @@ static const char *backend_change(const struct cma_config_backend *was,
         {"tls.insecureSkipVerify", was->insecure_skip_verify == now->insecure_skip_verify},
         {"kubeconfig", same_str(&was->kubeconfig, &now->kubeconfig)},
         {"inCluster", was->in_cluster == now->in_cluster},
+        {"metricRules", same_mr(was, now)},
     };
     for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
         if (!settings[i].same)
@@ -1102,11 +1116,26 @@ static int start_metric_rules(struct runtime *rt)
         return 0;
     struct cma_err err;
     cma_err_clear(&err);
+    /* which backends MetricRules may name: the flags' one, and config entries that allow it */
+    if (!(rt->mr_policies = calloc(rt->n_backends, sizeof(*rt->mr_policies)))) {
+        cma_log_error("out of memory");
+        return 1;
+    }
+    rt->mr_policies[0].allowed = true;
+    for (size_t i = 1; i < rt->n_backends; i++) {
+        const struct cma_config_backend *b = &rt->cfg->backends[i - 1];
+        rt->mr_policies[i] = (struct cma_metricrule_ctl_backend_policy){
+            .allowed = b->mr_allowed,
+            .namespaces = (const char *const *)b->mr_namespaces,
+            .n_namespaces = b->n_mr_namespaces,
+        };
+    }
     struct cma_metricrule_ctl_config mc = {
         .ns_label = rt->opts->metric_rules_namespace_label,
         .backend_names = rt->backend_names,
         .queries = rt->query_backends,
         .max_query_bytes = rt->query_limits,
+        .policies = rt->mr_policies,
         .n_backends = rt->n_backends,
         .publish = publish_merged,
         .ctx = rt,

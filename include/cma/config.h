@@ -125,6 +125,12 @@ struct cma_config_backend {
     bool insecure_skip_verify;
     struct cma_config_str kubeconfig; /* CA, client certificate, token or basic auth from it */
     bool in_cluster;                  /* the pod's service-account token and CA */
+    /* metricRules: whether MetricRules (--enable-metric-rules) may name this backend:
+     * metricRules.allowed (default false) and metricRules.namespaces (none: every namespace).
+     * metricRules.tenantFromNamespace: true is refused (not implemented yet). */
+    bool mr_allowed;
+    char **mr_namespaces;
+    size_t n_mr_namespaces;
 };
 
 struct cma_config {

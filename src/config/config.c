@@ -856,22 +856,66 @@ static enum cma_errc read_backend_credentials(struct loader *ld, const struct cm
     return rc;
 }
 
+/* metricRules.namespaces: a list of namespace names. */
+static enum cma_errc read_mr_namespaces(struct loader *ld, const struct cma_ynode *v,
+                                        struct cma_config_backend *b)
+{
+    const struct cma_ynode *list = get_value(v, "namespaces");
+    if (!list)
+        return CMA_OK;
+    if (list->kind != CMA_YNODE_SEQUENCE)
+        return wrong_kind(ld, list, "a list of namespace names", "metricRules.namespaces");
+    b->mr_namespaces = calloc(list->n_items + 1, sizeof(*b->mr_namespaces));
+    if (!b->mr_namespaces)
+        return fail_nomem(ld);
+    for (size_t i = 0; i < list->n_items; i++) {
+        const struct cma_ynode *n = list->items[i];
+        if (n->kind != CMA_YNODE_SCALAR || n->scalar_len == 0 || strlen(n->scalar) != n->scalar_len)
+            return fail_at(ld, CMA_ERR_CONFIG_VALUE, n,
+                           "backend %s: metricRules.namespaces: want namespace names", b->name.s);
+        if (!(b->mr_namespaces[b->n_mr_namespaces++] = cma_strndup(n->scalar, n->scalar_len)))
+            return fail_nomem(ld);
+    }
+    return CMA_OK;
+}
+
+/* metricRules: {allowed, namespaces, tenantFromNamespace}: whether MetricRules may use it. */
+static enum cma_errc read_backend_metric_rules(struct loader *ld, const struct cma_ynode *item,
+                                               struct cma_config_backend *b)
+{
+    static const char *const keys[] = {"allowed", "namespaces", "tenantFromNamespace", NULL};
+    const struct cma_ynode *v = get_value(item, "metricRules");
+    if (!v)
+        return CMA_OK;
+    if (v->kind != CMA_YNODE_MAPPING)
+        return wrong_kind(ld, v, "a mapping (allowed, namespaces, tenantFromNamespace)",
+                          "metricRules");
+    bool tenant = false;
+    enum cma_errc rc = check_keys(ld, v, keys);
+    if (rc == CMA_OK)
+        rc = read_bool(ld, v, "allowed", &b->mr_allowed);
+    if (rc == CMA_OK)
+        rc = read_mr_namespaces(ld, v, b);
+    if (rc == CMA_OK)
+        rc = read_bool(ld, v, "tenantFromNamespace", &tenant);
+    if (rc == CMA_OK && tenant)
+        rc = fail_at(ld, CMA_ERR_CONFIG_VALUE, get_value(v, "tenantFromNamespace"),
+                     "backend %s: metricRules.tenantFromNamespace: true is not implemented in "
+                     "this version (docs/configuration.md)",
+                     b->name.s);
+    return rc;
+}
+
 static enum cma_errc read_backend(struct loader *ld, const struct cma_ynode *item,
                                   struct cma_config_backend *b)
 {
-    static const char *const keys[] = {"name",
-                                       "url",
-                                       "verb",
-                                       "timeout",
-                                       "headers",
-                                       "queryParameters",
-                                       "maxQueryLength",
-                                       "bearerTokenFile",
-                                       "basicAuth",
-                                       "tls",
-                                       "kubeconfig",
-                                       "inCluster",
-                                       NULL};
+    static const char *const keys[] = {"name",           "url",
+                                       "verb",           "timeout",
+                                       "headers",        "queryParameters",
+                                       "maxQueryLength", "bearerTokenFile",
+                                       "basicAuth",      "tls",
+                                       "kubeconfig",     "inCluster",
+                                       "metricRules",    NULL};
     b->pos = pos_of(ld, item);
     if (item->kind != CMA_YNODE_MAPPING)
         return fail_at(ld, CMA_ERR_CONFIG_TYPE, item,
@@ -885,6 +929,8 @@ static enum cma_errc read_backend(struct loader *ld, const struct cma_ynode *ite
         rc = read_kvs(ld, item, "queryParameters", false, &b->query_params, &b->n_query_params);
     if (rc == CMA_OK)
         rc = read_backend_credentials(ld, item, b);
+    if (rc == CMA_OK)
+        rc = read_backend_metric_rules(ld, item, b);
     return rc;
 }
 
@@ -992,6 +1038,9 @@ static void backends_free(struct cma_config_backend *bs, size_t n)
             free(b->query_params[j].value);
         }
         free(b->query_params);
+        for (size_t j = 0; j < b->n_mr_namespaces; j++)
+            free(b->mr_namespaces[j]);
+        free(b->mr_namespaces);
     }
     free(bs);
 }

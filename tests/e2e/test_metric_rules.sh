@@ -119,6 +119,13 @@ _cma_spawn "$CMA_TMP/proxy.log" python3 -u "$PROXY_PY" "$PROM_URL" "$CMA_TMP/pro
 for _ in $(seq 1 100); do [ -s "$CMA_TMP/proxy.port" ] && break; sleep 0.1; done
 REAL_PROM_URL=$PROM_URL
 PROM_URL="http://127.0.0.1:$(cat "$CMA_TMP/proxy.port")"
+# A named backend (the same proxy) that MetricRules of web may use, and no other namespace's.
+cat >>"$CONFIG" <<EOF
+backends:
+- name: team-prom
+  url: $PROM_URL
+  metricRules: {allowed: true, namespaces: [web]}
+EOF
 
 kube_control() { curl -s --max-time 10 --cacert "$KUBE_CA" -H "Authorization: Bearer fake-admin" "$@"; }
 # apply NS NAME SPEC_JSON: create or update a MetricRule through the fake's control endpoint.
@@ -199,6 +206,23 @@ body=$(adapter_curl "$E/namespaces/shop/shop_queue_total")
 t_eq "shop's external metric under namespaces/shop" "200 8" "$(last_status) $(jq -r '.items[0].value' <<<"$body")"
 adapter_curl "$E/namespaces/web/shop_queue_total" >/dev/null
 t_eq "shop's external metric not under namespaces/web" "404" "$(last_status)"
+
+# ---- backends: a named one only where the config allows it ------------------------------------
+# named_spec NAME: an external rule on the backend team-prom serving NAME.
+named_spec() {
+  jq -n --arg n "$1" '{externalRules: [{seriesQuery: "queue_depth", backend: "team-prom",
+    resources: {overrides: {namespace: {resource: "namespace"}}}, name: {matches: "^queue_depth$", as: $n},
+    metricsQuery: "sum(<<.Series>>{<<.LabelMatchers>>})"}]}'
+}
+apply web named "$(named_spec web_named_total)"
+apply shop named "$(named_spec shop_named_total)"
+t_ok "web's MetricRule on the named backend is served" wait_discovery web_named_total external.metrics.k8s.io/v1beta1
+body=$(adapter_curl "$E/namespaces/web/web_named_total")
+t_eq "web's named-backend metric: web's sum" "200 18" "$(last_status) $(jq -r '.items[0].value' <<<"$body")"
+t_ok "shop's MetricRule on it is refused: BackendNotAllowed, naming the field" grep -q \
+  'MetricRule shop/named generation 1 not accepted (BackendNotAllowed): spec.externalRules\[0\].backend: backend "team-prom" is not allowed for MetricRules in namespace shop' "$ADAPTER_LOG"
+t_eq "shop's named-backend metric is not listed" "false" \
+  "$(adapter_curl "$E" | jq '[.resources[].name] | index("shop_named_total") != null')"
 
 # ---- a client requesting all along while shop's MetricRules change ----------------------------
 # bg_values PATH: values, with files of its own (the foreground's adapter_curl uses the shared ones)

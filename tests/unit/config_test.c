@@ -1391,6 +1391,38 @@ static void test_cma_config_load_string__max_sample_age(void **state)
                "measure the data's age; leave it out");
 }
 
+/* metricRules: on a backend: whether MetricRules may name it, for which namespaces. */
+static void test_cma_config_load_string__backend_metric_rules(void **state)
+{
+    (void)state;
+    struct cma_config *cfg =
+        load_ok("backends:\n- {name: a, url: 'http://a'}\n"
+                "- {name: b, url: 'http://b', metricRules: {allowed: true}}\n"
+                "- {name: c, url: 'http://c', metricRules: {allowed: true, namespaces: [shop, web],"
+                " tenantFromNamespace: false}}\n");
+    assert_int_equal(cfg->n_backends, 3);
+    assert_false(cfg->backends[0].mr_allowed); /* default: not offered to MetricRules */
+    assert_int_equal(cfg->backends[0].n_mr_namespaces, 0);
+    assert_true(cfg->backends[1].mr_allowed);
+    assert_int_equal(cfg->backends[1].n_mr_namespaces, 0);
+    assert_true(cfg->backends[2].mr_allowed);
+    assert_int_equal(cfg->backends[2].n_mr_namespaces, 2);
+    assert_string_equal(cfg->backends[2].mr_namespaces[0], "shop");
+    assert_string_equal(cfg->backends[2].mr_namespaces[1], "web");
+    cma_config_free(cfg);
+    load_fails("backends:\n- {name: a, url: 'http://a', metricRules: yes}\n", CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:43: expected a mapping (allowed, namespaces, tenantFromNamespace) for "
+               "metricRules, got a string");
+    load_fails("backends:\n- {name: a, url: 'http://a', metricRules: {namespaces: [shop, [x]]}}\n",
+               CMA_ERR_CONFIG_VALUE,
+               "cfg.yaml:2:63: backend a: metricRules.namespaces: want namespace names");
+    load_fails(
+        "backends:\n- {name: a, url: 'http://a', metricRules: {tenantFromNamespace: true}}\n",
+        CMA_ERR_CONFIG_VALUE,
+        "cfg.yaml:2:65: backend a: metricRules.tenantFromNamespace: true is not "
+        "implemented in this version (docs/configuration.md)");
+}
+
 static void test_cma_config_load_string__backend_errors(void **state)
 {
     (void)state;
@@ -1482,6 +1514,7 @@ int main(void)
         cmocka_unit_test(test_cma_config_load_paths__same_metric_from_two_files),
         cmocka_unit_test(test_cma_config_load_paths__same_external_metric_from_two_files),
         cmocka_unit_test(test_cma_config_load_paths__backends),
+        cmocka_unit_test(test_cma_config_load_string__backend_metric_rules),
         cmocka_unit_test(test_cma_config_load_string__backend_errors),
         cmocka_unit_test(test_cma_config_load_string__max_sample_age),
     };
