@@ -22,9 +22,11 @@
  *   not shown; the why section lists each config rule's seriesQuery with the namespace label
  *   of the request's namespace added (a MetricRule's is enforced already) and never a rule of
  *   another namespace's MetricRule (in either mode: none can serve the request). The
- *   MetricRules of the request's namespace are reported from their status, read through the
- *   adapter's kube client (what `kubectl describe mr` shows), so that one the adapter did not
- *   accept is explained too. */
+ *   MetricRules of the request's namespace are read through the adapter's kube client (one
+ *   LIST of that namespace only), so that one the adapter did not accept is explained too: by
+ *   its status (what `kubectl describe mr` shows) when that refuses the current generation,
+ *   else by whether the request's ruleset serves it, else by the MetricRule compiler's answer
+ *   now (a status may not be written yet). */
 #include "cma/explain.h"
 
 #include <jansson.h>
