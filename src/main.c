@@ -32,10 +32,12 @@
 #include "cma/metricrule_ctl.h"
 #include "cma/metricrule_watch.h"
 #include "cma/metrics.h"
+#include "cma/ns_limit.h"
 #include "cma/options.h"
 #include "cma/persist.h"
 #include "cma/prom.h"
 #include "cma/rule.h"
+#include "cma/selector.h"
 #include "cma/server.h"
 #include "cma/str.h"
 #include "cma/tls.h"
@@ -241,6 +243,8 @@ struct runtime {
     struct cma_discovery *discovery;
     struct cma_metricrule_ctl *metric_rules; /* --enable-metric-rules; NULL when off */
     struct cma_metricrule_ctl_backend_policy *mr_policies; /* per backend, [0] the flags' */
+    struct cma_selector *mr_selector; /* --metric-rules-namespace-selector, parsed */
+    struct cma_ns_limit *mr_slots;    /* --metric-rules-max-concurrent-queries */
     struct cma_server *server;
     struct cma_auth *auth;
     struct cma_kube *authn_kube, *authz_kube; /* NULL = rt->kube */
@@ -439,6 +443,8 @@ static void runtime_done(struct runtime *rt)
     cma_watch_stop(rt->watch);
     cma_metricrule_ctl_free(rt->metric_rules); /* before discovery: it publishes there */
     free(rt->mr_policies);
+    cma_selector_free(rt->mr_selector);
+    cma_ns_limit_free(rt->mr_slots);
     cma_auth_free(rt->auth);
     cma_kube_free(rt->authn_kube);
     cma_kube_free(rt->authz_kube);
@@ -1130,8 +1136,26 @@ static int start_metric_rules(struct runtime *rt)
             .n_namespaces = b->n_mr_namespaces,
         };
     }
+    const char *sel = rt->opts->metric_rules_namespace_selector;
+    if (cma_selector_parse(sel ? sel : "", sel ? strlen(sel) : 0, &rt->mr_selector, &err) !=
+        CMA_OK) {
+        log_err("metric rules: --metric-rules-namespace-selector", &err);
+        return 1;
+    }
+    if (cma_ns_limit_new((size_t)rt->opts->metric_rules_max_concurrent_queries, 0, &rt->mr_slots,
+                         &err) != CMA_OK) {
+        log_err("metric rules", &err);
+        return 1;
+    }
+    bool selecting = !cma_selector_is_empty(rt->mr_selector);
     struct cma_metricrule_ctl_config mc = {
         .ns_label = rt->opts->metric_rules_namespace_label,
+        .ns_selector = rt->mr_selector,
+        .namespaces =
+            selecting ? cma_objcache_registry_get(rt->caches, "", "v1", "namespaces") : NULL,
+        .limits = {(size_t)rt->opts->metric_rules_max_per_namespace,
+                   (size_t)rt->opts->metric_rules_max_metrics_per_namespace},
+        .store = rt->store,
         .backend_names = rt->backend_names,
         .queries = rt->query_backends,
         .max_query_bytes = rt->query_limits,
@@ -1235,6 +1259,7 @@ static int start_serving(struct runtime *rt, struct cma_app *app)
         .store = rt->store,
         .discovery = rt->discovery,
         .reload = rt->watch,
+        .mr_slots = rt->mr_slots,
         /* with MetricRules both groups are served, whatever the config holds */
         .serve_custom =
             (rt->rules->n_rules > 0 || o->enable_metric_rules) && !o->disable_custom_metrics,

@@ -20,6 +20,7 @@ struct cma_request;
 struct cma_response;
 struct cma_metrics;
 struct cma_metric;
+struct cma_ns_limit;
 struct cma_explain;
 struct cma_watch;
 
@@ -44,6 +45,9 @@ struct cma_app {
     uint64_t *rule_backend_ns;   /* per request: time in rules' own backends (cma_api_query) */
     struct cma_explain *explain; /* the trace of an explained request (explain.h); else NULL */
     struct cma_watch *reload;    /* config reload status (/readyz's config-reload); NULL: none */
+    /* query slots per (backend, namespace) for MetricRules' queries
+     * (--metric-rules-max-concurrent-queries, cma_api_query_rule); NULL: none */
+    struct cma_ns_limit *mr_slots;
     /* The request's deadline and client (backend.h), set on the request's own copy of the app
      * by cma_app_handle() and passed down with every backend query; NULL: none. */
     const struct cma_call *call;

@@ -19,8 +19,13 @@
 #include <stdint.h>
 
 #include "cma/err.h"
+#include "cma/metricrule_limits.h"
 
 struct cma_backend;
+struct cma_catalog;
+struct cma_catalog_store;
+struct cma_objcache;
+struct cma_selector;
 struct cma_kube;
 struct cma_metricrule;
 struct cma_ruleset;
@@ -52,6 +57,22 @@ struct cma_metricrule_ctl_config {
     size_t n_backends;
     cma_metricrule_ctl_publish_fn publish;
     void *ctx;
+    /* --metric-rules-namespace-selector (borrowed; NULL or empty: every namespace) and the watch
+     * cache of Namespaces whose labels it is matched against (borrowed; needed when the selector
+     * is not empty). A MetricRule of a namespace that does not match is neither compiled nor
+     * served (NamespaceNotAllowed); the status thread re-reads the cache every second, so a
+     * label change on a Namespace is picked up. */
+    const struct cma_selector *ns_selector;
+    struct cma_objcache *namespaces;
+    /* --metric-rules-max-per-namespace and --metric-rules-max-metrics-per-namespace (0: none).
+     * A namespace's MetricRules are admitted oldest first (cma_metricrule_admit); the metrics
+     * each serves are counted from discovery's catalog (the last count is kept while a
+     * MetricRule is left out, so a refused one does not come back only because it served none). */
+    struct cma_metricrule_limits limits;
+    /* Discovery's catalog store (borrowed): with it, cma_metricrule_ctl_start also starts the
+     * status thread, which writes each MetricRule's status once discovery has listed the
+     * current merge (metricrule_status.h). NULL: no status is written. */
+    struct cma_catalog_store *store;
 };
 
 /* config_rules: the config files' ruleset, bound to the backends (the controller takes a
@@ -61,7 +82,13 @@ enum cma_errc cma_metricrule_ctl_new(const struct cma_metricrule_ctl_config *cfg
                                      const struct cma_ruleset *config_rules,
                                      struct cma_metricrule_ctl **ret, struct cma_err *reterr);
 /* Starts the LIST+WATCH of MetricRules through kube (borrowed); every change is compiled and
- * published. */
+ * published. With a store, also the status thread: after each change, and every second, it
+ * compares the catalog serving now with the last merge (cma_metricrule_ctl_observe), and writes
+ * the status of each MetricRule whose stored one differs (cma_metricrule_ctl_statuses, then
+ * cma_metricrule_status_write, never on a request thread): GONE is forgotten, STALE waits for
+ * the object's next resourceVersion, a refusal (403, 422: CMA_ERR_KUBE_ERROR) is logged once
+ * and not retried for the same status, an unreachable API is retried with a backoff (1 s
+ * doubling to 30 s). */
 enum cma_errc cma_metricrule_ctl_start(struct cma_metricrule_ctl *c, struct cma_kube *kube,
                                        struct cma_err *reterr);
 /* Stops the watch (if started) and frees the controller; merged rulesets handed out stay valid
@@ -86,10 +113,13 @@ struct cma_metricrule_ctl_outcome {
     char *namespace_, *name, *uid;
     int64_t generation;
     bool accepted;
-    char *reason;  /* "Accepted", "InvalidSpec", "BackendNotAllowed" */
-    char *message; /* "" when accepted; the compiler's "spec.rules[0].metricsQuery: 1:23: ..." */
-    /* The metric names it serves and who won a conflict are only known once discovery listed
-     * series (catalog entries whose rule->owner is this MetricRule's): not computed here. */
+    /* "Accepted", "InvalidSpec", "BackendNotAllowed", "NamespaceNotAllowed", "TooManyRules",
+     * "TooManyMetrics", "Conflict" (the last three once discovery listed the merge) */
+    char *reason;
+    char *message;  /* "" when accepted; the compiler's "spec.rules[0].metricsQuery: 1:23: ..." */
+    bool observed;  /* the metrics below come from a catalog of the current merge */
+    char **metrics; /* the metric names it serves (sorted, once each) */
+    size_t n_metrics;
 };
 
 /* A copy of the outcomes of the last update, sorted by namespace then name. */
@@ -97,5 +127,34 @@ enum cma_errc cma_metricrule_ctl_outcomes(struct cma_metricrule_ctl *c,
                                           struct cma_metricrule_ctl_outcome **ret, size_t *ret_n,
                                           struct cma_err *reterr);
 void cma_metricrule_ctl_outcomes_free(struct cma_metricrule_ctl_outcome *o, size_t n);
+
+/* Reads `cat` (discovery's snapshot): when it was built from the last merge, each merged
+ * MetricRule's metrics are the catalog entries its rules serve, minus those a winner takes (the
+ * config files' entry of the same resource and metric, or an older MetricRule of the namespace:
+ * reason Conflict naming it); the counts then re-run the limits, and a new merge is published
+ * when a MetricRule is admitted or left out. *ret_current: cat was built from the last merge.
+ * The status thread calls it; tests too. */
+enum cma_errc cma_metricrule_ctl_observe(struct cma_metricrule_ctl *c,
+                                         const struct cma_catalog *cat, bool *ret_current,
+                                         struct cma_err *reterr);
+
+/* One status to write. */
+struct cma_metricrule_ctl_status {
+    char *namespace_, *name, *json;
+};
+/* The statuses to write for objs (the watch's snapshot, with each object's current status):
+ * one for each object whose outcome is known (observed, or refused before the merge) and whose
+ * stored status differs (cma_metricrule_status_needs_write) from what the outcome says, built at
+ * now_ms. Caller: cma_metricrule_ctl_statuses_free. */
+enum cma_errc cma_metricrule_ctl_statuses(struct cma_metricrule_ctl *c,
+                                          const struct cma_metricrule *objs, size_t n,
+                                          int64_t now_ms, struct cma_metricrule_ctl_status **ret,
+                                          size_t *ret_n, struct cma_err *reterr);
+void cma_metricrule_ctl_statuses_free(struct cma_metricrule_ctl_status *s, size_t n);
+/* Re-reads the Namespaces' labels (cfg.namespaces) and re-evaluates the MetricRules when the set
+ * of allowed namespaces changed (objs: the current MetricRules). The status thread calls it. */
+enum cma_errc cma_metricrule_ctl_recheck_namespaces(struct cma_metricrule_ctl *c,
+                                                    const struct cma_metricrule *objs, size_t n,
+                                                    struct cma_err *reterr);
 
 #endif

@@ -1,10 +1,11 @@
 /* metricrule_watch.h: a watch of MetricRule objects (metrics.custom-metrics-adapter.dev/v1alpha1
  * metricrules, all namespaces) that keeps each object whole enough to compile and report on it:
  * namespace, name, uid, generation, creationTimestamp, resourceVersion and the spec as compact
- * JSON text. LIST, then WATCH from the list's resourceVersion (bookmarks move it on), re-list on
- * 410 Gone, reconnect after a dropped watch with a backoff (200 ms doubling to 30 s, jittered);
- * one thread. After the first LIST the state is kept while the API is away. Nothing is logged:
- * what happens goes to the observer. Thread-safe. Nothing in the serving path uses it yet. */
+ * JSON text (and its status, for the status writer). LIST, then WATCH from the list's
+ * resourceVersion (bookmarks move it on), re-list on 410 Gone, reconnect after a dropped watch with
+ * a backoff (200 ms doubling to 30 s, jittered); one thread. After the first LIST the state is kept
+ * while the API is away. Nothing is logged: what happens goes to the observer. Thread-safe. The
+ * MetricRule controller (metricrule_ctl.h) runs it. */
 #ifndef CMA_METRICRULE_WATCH_H
 #define CMA_METRICRULE_WATCH_H
 
@@ -31,6 +32,7 @@ struct cma_metricrule {
     int64_t creation_ms;      /* parsed; 0 when absent or unparsable */
     int64_t generation;       /* metadata.generation; 0 when absent */
     char *spec_json;          /* spec re-encoded compactly, keys in the server's order; "{}" */
+    char *status_json;        /* status re-encoded the same way; "" when absent */
 };
 
 void cma_metricrules_free(struct cma_metricrule *objs, size_t n);

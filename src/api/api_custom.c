@@ -315,8 +315,7 @@ static enum cma_errc run_query(struct cma_app *app, struct custom_request *cr,
                                const struct cma_keep *filter, struct cma_prom_result **ret,
                                struct cma_err *err)
 {
-    enum cma_errc rc =
-        cma_api_query(app, &rule->backend, cr->explain, "", promql, now_ms, filter, ret, err);
+    enum cma_errc rc = cma_api_query_rule(app, rule, cr->explain, promql, now_ms, filter, ret, err);
     if (rc == CMA_OK)
         rc = cma_api_adopt(cr->arena, cma_api_free_result, *ret, err);
     if (rc == CMA_OK && (*ret)->type != CMA_PROM_VECTOR)

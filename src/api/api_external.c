@@ -177,7 +177,7 @@ static enum cma_errc run_query(struct cma_app *app, struct cma_arena *arena,
 {
     struct cma_keep every = {NULL, NULL, NULL, app->call}; /* the request's deadline */
     enum cma_errc rc =
-        cma_api_query(app, &rule->backend, app->explain, "", promql, now_ms, &every, ret, err);
+        cma_api_query_rule(app, rule, app->explain, promql, now_ms, &every, ret, err);
     if (rc == CMA_OK)
         rc = cma_api_adopt(arena, cma_api_free_result, *ret, err);
     return rc;

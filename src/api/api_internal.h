@@ -74,6 +74,16 @@ enum cma_errc cma_api_query(struct cma_app *app, const struct cma_rule_backend *
                             struct cma_explain *ex, const char *what, const char *promql,
                             int64_t time_ms, const struct cma_keep *keep,
                             struct cma_prom_result **ret, struct cma_err *err);
+/* cma_api_query for a rule's query (what ""): a MetricRule's (rule->owner) first takes a slot of
+ * its namespace on the rule's backend (app->mr_slots: CMA_ERR_TOO_MANY_REQUESTS, a 429 with
+ * Retry-After, when they are all taken; given back after the query, whose answer may come from
+ * the query cache) and runs to --metric-rules-max-query-timeout at most; a config rule's
+ * query is cma_api_query's. */
+struct cma_rule;
+enum cma_errc cma_api_query_rule(struct cma_app *app, const struct cma_rule *rule,
+                                 struct cma_explain *ex, const char *promql, int64_t time_ms,
+                                 const struct cma_keep *keep, struct cma_prom_result **ret,
+                                 struct cma_err *err);
 /* A backend that may hold a metric the catalog lacks: one with rules of that kind (external or
  * custom; the catalog's ruleset, else the app's) whose series discovery has never listed
  * (cma_discovery_backend_pending). Fills *ret and returns true; false without discovery. */

@@ -24,6 +24,7 @@
 #include "cma/discovery.h"
 #include "cma/encode.h"
 #include "cma/log.h"
+#include "cma/ns_limit.h"
 #include "cma/prom.h"
 #include "cma/options.h"
 #include "cma/router.h"
@@ -209,6 +210,38 @@ enum cma_errc cma_api_query(struct cma_app *app, const struct cma_rule_backend *
         cma_err_prefix(err, "unable to fetch %smetrics from %s%s: ", what,
                        own && rb->name ? "backend " : "prometheus",
                        own && rb->name ? rb->name : "");
+    return rc;
+}
+
+enum cma_errc cma_api_query_rule(struct cma_app *app, const struct cma_rule *rule,
+                                 struct cma_explain *ex, const char *promql, int64_t time_ms,
+                                 const struct cma_keep *keep, struct cma_prom_result **ret,
+                                 struct cma_err *err)
+{
+    const struct cma_rule_owner *o = rule->owner;
+    if (!o)
+        return cma_api_query(app, &rule->backend, ex, "", promql, time_ms, keep, ret, err);
+    const char *backend = rule->backend.name ? rule->backend.name : "";
+    if (app->mr_slots &&
+        cma_ns_limit_try_acquire(app->mr_slots, backend, o->namespace_, err) != CMA_OK)
+        return err->code;
+    /* the request's deadline, no later than --metric-rules-max-query-timeout from now */
+    struct cma_call call = keep && keep->call ? *keep->call : (struct cma_call){0};
+    int64_t max_ms = app->opts ? app->opts->metric_rules_max_query_timeout_ms : 0;
+    int64_t limit_ms = max_ms; /* the backend's own timeout applies below (backend_limit.c) */
+    if (limit_ms > 0) {
+        int64_t until = cma_clock_mono_ms() + limit_ms;
+        if (!call.deadline_ms || until < call.deadline_ms) {
+            call.deadline_ms = until;
+            call.window_ms = limit_ms;
+        }
+    }
+    struct cma_keep narrowed = keep ? *keep : (struct cma_keep){0};
+    narrowed.call = &call;
+    enum cma_errc rc =
+        cma_api_query(app, &rule->backend, ex, "", promql, time_ms, &narrowed, ret, err);
+    if (app->mr_slots)
+        cma_ns_limit_release(app->mr_slots, backend, o->namespace_);
     return rc;
 }
 

@@ -49,6 +49,7 @@ static void obj_done(struct cma_metricrule *o)
     free(o->resource_version);
     free(o->creation_timestamp);
     free(o->spec_json);
+    free(o->status_json);
     memset(o, 0, sizeof(*o));
 }
 
@@ -92,8 +93,11 @@ static enum cma_errc obj_decode(const json_t *obj, struct cma_metricrule *o, str
     const json_t *spec = json_object_get(obj, "spec");
     o->spec_json =
         json_is_object(spec) ? json_dumps(spec, JSON_COMPACT | JSON_PRESERVE_ORDER) : strdup("{}");
+    const json_t *status = json_object_get(obj, "status");
+    o->status_json = json_is_object(status) ? json_dumps(status, JSON_COMPACT | JSON_PRESERVE_ORDER)
+                                            : strdup("");
     if (!o->namespace_ || !o->name || !o->uid || !o->resource_version || !o->creation_timestamp ||
-        !o->spec_json) {
+        !o->spec_json || !o->status_json) {
         obj_done(o);
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory decoding a MetricRule");
     }
@@ -353,9 +357,10 @@ enum cma_errc cma_metricrule_watch_snapshot(struct cma_metricrule_watch *w,
                                      .creation_timestamp = strdup(s->creation_timestamp),
                                      .creation_ms = s->creation_ms,
                                      .generation = s->generation,
-                                     .spec_json = strdup(s->spec_json)};
+                                     .spec_json = strdup(s->spec_json),
+                                     .status_json = strdup(s->status_json)};
         ok = d->namespace_ && d->name && d->uid && d->resource_version && d->creation_timestamp &&
-             d->spec_json;
+             d->spec_json && d->status_json;
     }
     pthread_mutex_unlock(&w->lock);
     if (!ok) {
