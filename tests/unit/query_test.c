@@ -28,6 +28,12 @@
 #include "cma/template.h"
 #include "testlib.h"
 
+/* the enforced text as the PromQL printer writes it: shop's matcher on every selector */
+#define ENFORCED_WANT                                                                              \
+    "kept:sum by (pod) (gpu_util{namespace=\"shop\",namespace=\"shop\",pod=\"orders-0\"}) "        \
+    "or on () label_replace(other{namespace=\"shop\",namespace=\"web\"}, \"namespace\", "          \
+    "\"shop\", \"\", \"\")"
+
 static const char rules_yaml[] = "rules:\n"
                                  "- seriesQuery: 'gpu_util'\n"
                                  "  resources:\n"
@@ -247,6 +253,41 @@ static void test_cma_query_build__external_has_no_resource(void **state)
     cma_template_free(t);
 }
 
+/* A MetricRule's query (in.enforce): every selector restricted to the owner's namespace, the
+ * enforced text appended after what the buffer held; one that does not parse is refused naming
+ * the MetricRule, and nothing is appended. */
+static void test_cma_query_build__metricrule_enforced(void **state)
+{
+    struct fixture *fx = *state;
+    struct cma_template *t = parse("sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>) or "
+                                   "on() label_replace(other{namespace=\"web\"}, \"namespace\", "
+                                   "\"shop\", \"\", \"\")");
+    const char *names[] = {"orders-0"};
+    struct cma_query_input in = pods_input(fx, t, "shop", names, 1);
+    const struct cma_rule_owner owner = {"shop", "queue", "namespace"};
+    in.enforce = &owner;
+    struct cma_buf q;
+    cma_buf_init(&q, 0);
+    assert_int_equal(cma_buf_appends(&q, "kept:"), CMA_OK);
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_query_build(&in, &q, NULL, &err), CMA_OK);
+    assert_string_equal(cma_buf_str(&q), ENFORCED_WANT);
+    /* a render that is not PromQL: refused, naming the MetricRule; nothing appended */
+    struct cma_template *bad = parse("sum(<<.Series>>{<<.LabelMatchers>>}");
+    in.tmpl = bad;
+    cma_buf_clear(&q);
+    assert_int_equal(cma_buf_appends(&q, "kept:"), CMA_OK);
+    cma_err_clear(&err);
+    assert_int_equal(cma_query_build(&in, &q, NULL, &err), CMA_ERR_RULE);
+    assert_string_equal(cma_buf_str(&q), "kept:");
+    assert_non_null(strstr(err.msg, "MetricRule shop/queue: its query cannot be restricted to "
+                                    "namespace shop, so it is not sent: 1:"));
+    cma_buf_done(&q);
+    cma_template_free(bad);
+    cma_template_free(t);
+}
+
 static void test_cma_query_build__resources_template_labels(void **state)
 {
     struct fixture *fx = *state;
@@ -411,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_cma_query_build__go_quoting_and_regex_pass_through),
         cmocka_unit_test(test_cma_query_build__external_has_no_resource),
         cmocka_unit_test(test_cma_query_build__resources_template_labels),
+        cmocka_unit_test(test_cma_query_build__metricrule_enforced),
         cmocka_unit_test(test_cma_query_build__errors),
         cmocka_unit_test(test_cma_query_build__no_namespaces_resource),
         cmocka_unit_test(test_cma_query_build_bounded__wide_past_the_limit),
