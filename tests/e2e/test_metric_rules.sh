@@ -14,7 +14,8 @@
 # are survived (later changes still arrive); the adversarial queries of
 # tests/lib/promql_corpus.py written as externalRules metricsQuery return exactly what
 # Prometheus returns for the same query restricted to shop by hand; every query the backend
-# received for a MetricRule carries namespace="shop" or namespace="web".
+# received for a MetricRule carries namespace="shop" or namespace="web"; a config reload re-merges
+# (the new config rule served, the MetricRules still served, the config still winning).
 # asan: yes
 # shellcheck disable=SC2119 # stop_adapter is called without its optional timeout
 cd "$(dirname "$0")/../.." || exit 1
@@ -332,6 +333,28 @@ t_ok "the backend received queries (proxy log)" test "$(wc -l <"$QLOG")" -ge 10
 t_eq "every MetricRule query the backend received carries namespace=\"shop\" or \"web\"" "" "$unrestricted"
 t_ok "the enforced adversarial query reached the backend" \
   grep -q -E 'label_replace\(queue_depth\{namespace=\\"(web|shop)\\", ?namespace=\\"(web|shop)\\"\}' "$QLOG"
+
+# ---- a config reload re-merges: the new config rule and the MetricRules both served -----------
+python3 - "$CONFIG" <<'PYEOF2'
+import sys
+path = sys.argv[1]
+text = open(path).read()
+rule = """- seriesQuery: 'queue_depth{namespace!="",pod!=""}'
+  resources:
+    overrides:
+      namespace: {resource: namespace}
+      pod: {resource: pod}
+  name: {matches: "^queue_depth$", as: "cfg_queue"}
+  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)
+"""
+open(path + ".new", "w").write(text.replace("rules:\n", "rules:\n" + rule, 1))
+PYEOF2
+mv "$CONFIG.new" "$CONFIG"
+kill -HUP "$ADAPTER_PID"
+t_ok "reloaded: the new config rule is served (billing too)" wait_values "$G/namespaces/billing/pods/*/cfg_queue" "invoices-0 977"
+t_eq "reloaded: web's MetricRule still served" "$WEB1" "$(values "$G/namespaces/web/pods/*/team_queue")"
+t_eq "reloaded: the config rule still wins over shop's MetricRule" "orders-0 2" \
+  "$(values "$G/namespaces/shop/pods/*/jobs_waiting")"
 
 stop_adapter
 t_eq "the adapter stops cleanly" 0 "$?"
