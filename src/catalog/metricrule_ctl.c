@@ -19,9 +19,11 @@
 #include <time.h>
 
 #include "cma/apiresource.h"
+#include "cma/buf.h"
 #include "cma/catalog.h"
 #include "cma/clock.h"
 #include "cma/config.h"
+#include "cma/kube.h"
 #include "cma/log.h"
 #include "cma/metricrule.h"
 #include "cma/metricrule_limits.h"
@@ -854,6 +856,31 @@ static void names_free(char **v, size_t n)
     free(v);
 }
 
+/* The namespaces the selector allows now: from the watch cache of Namespaces while it is synced,
+ * else (its watch refused, or not listed yet) through a live LIST with the selector when the
+ * controller has a kube client. *synced: the answer is complete. */
+static enum cma_errc allowed_now(const struct cma_metricrule_ctl *c, char ***names, size_t *k,
+                                 bool *synced, struct cma_err *reterr)
+{
+    *synced = c->cfg.namespaces && cma_objcache_is_synced(c->cfg.namespaces);
+    if (*synced)
+        return cma_objcache_list_names(c->cfg.namespaces, NULL, c->cfg.ns_selector, names, k,
+                                       reterr);
+    if (!c->kube)
+        return CMA_OK;
+    struct cma_buf text;
+    cma_buf_init(&text, 64 * 1024);
+    enum cma_errc rc = cma_selector_format(c->cfg.ns_selector, &text);
+    if (rc == CMA_OK)
+        rc = cma_kube_list_names(c->kube, "", "v1", "namespaces", NULL, cma_buf_str(&text), names,
+                                 k, reterr);
+    else
+        cma_err_set(reterr, rc, "the namespace selector does not fit");
+    cma_buf_done(&text);
+    *synced = rc == CMA_OK;
+    return rc;
+}
+
 enum cma_errc cma_metricrule_ctl_recheck_namespaces(struct cma_metricrule_ctl *c,
                                                     const struct cma_metricrule *objs, size_t n,
                                                     struct cma_err *reterr)
@@ -862,15 +889,12 @@ enum cma_errc cma_metricrule_ctl_recheck_namespaces(struct cma_metricrule_ctl *c
         return CMA_OK;
     char **names = NULL;
     size_t k = 0;
-    bool synced = c->cfg.namespaces && cma_objcache_is_synced(c->cfg.namespaces);
-    if (c->cfg.namespaces) {
-        enum cma_errc rc = cma_objcache_list_names(c->cfg.namespaces, NULL, c->cfg.ns_selector,
-                                                   &names, &k, reterr);
-        if (rc != CMA_OK)
-            return rc;
-        if (k)
-            qsort(names, k, sizeof(char *), cmp_str);
-    }
+    bool synced = false;
+    enum cma_errc rc = allowed_now(c, &names, &k, &synced, reterr);
+    if (rc != CMA_OK)
+        return rc;
+    if (k)
+        qsort(names, k, sizeof(char *), cmp_str);
     pthread_mutex_lock(&c->mu);
     bool same = synced == c->ns_synced && k == c->n_allowed;
     for (size_t i = 0; same && i < k; i++)
@@ -1053,12 +1077,12 @@ enum cma_errc cma_metricrule_ctl_start(struct cma_metricrule_ctl *c, struct cma_
                                        struct cma_err *reterr)
 {
     struct cma_metricrule_observer obs = {.on_event = on_watch_event, .ctx = c};
+    c->kube = kube; /* for the status thread: writes, and live LISTs of Namespaces */
     enum cma_errc rc = cma_metricrule_watch_new(kube, &obs, &c->watch, reterr);
     if (rc == CMA_OK)
         rc = cma_metricrule_watch_start(c->watch, reterr);
     if (rc != CMA_OK || !c->cfg.store)
         return rc;
-    c->kube = kube;
     if (pthread_create(&c->thread, NULL, status_main, c) != 0)
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "cannot start the status thread");
     c->thread_started = true;
