@@ -184,10 +184,11 @@ static enum cma_errc named_query(void *ctx, const char *promql, int64_t time_ms,
 }
 
 static enum cma_errc named_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                  cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+                                  const char *tenant, cma_series_fn fn, void *fn_ctx,
+                                  struct cma_err *reterr)
 {
     const struct named_backend *n = ctx;
-    return cma_backend_series(&n->inner, match, start_ms, end_ms, fn, fn_ctx, reterr);
+    return cma_backend_series_as(&n->inner, tenant, match, start_ms, end_ms, fn, fn_ctx, reterr);
 }
 
 static const char *named_name(const void *ctx)
@@ -995,10 +996,11 @@ static bool same_kv(const struct cma_config_kv *a, size_t na, const struct cma_c
     return true;
 }
 
-/* The same metricRules: block (allowed, namespaces in order). */
+/* The same metricRules: block (allowed, namespaces in order, tenantFromNamespace). */
 static bool same_mr(const struct cma_config_backend *a, const struct cma_config_backend *b)
 {
-    if (a->mr_allowed != b->mr_allowed || a->n_mr_namespaces != b->n_mr_namespaces)
+    if (a->mr_allowed != b->mr_allowed || a->n_mr_namespaces != b->n_mr_namespaces ||
+        a->mr_tenant_from_namespace != b->mr_tenant_from_namespace)
         return false;
     for (size_t i = 0; i < a->n_mr_namespaces; i++)
         if (!cma_str_eq(a->mr_namespaces[i], b->mr_namespaces[i]))
@@ -1134,6 +1136,7 @@ static int start_metric_rules(struct runtime *rt)
             .allowed = b->mr_allowed,
             .namespaces = (const char *const *)b->mr_namespaces,
             .n_namespaces = b->n_mr_namespaces,
+            .tenant_from_namespace = b->mr_tenant_from_namespace,
         };
     }
     const char *sel = rt->opts->metric_rules_namespace_selector;

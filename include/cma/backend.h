@@ -24,6 +24,11 @@ struct cma_keep {
     void *ctx;
     const char *id;
     const struct cma_call *call; /* the request this query serves; NULL = none (below) */
+    /* The tenant this query is sent as: X-Scope-OrgID set to it, in place of any the backend's
+     * own headers carry (a MetricRule's namespace on a backend with tenantFromNamespace, see
+     * cma_rule_backend.tenant); NULL = the backend's headers as configured. Part of what two
+     * callers must share for the query cache to give one's answer to the other. */
+    const char *tenant;
 };
 
 /* What a backend call knows of the request it serves, passed down explicitly in struct cma_keep
@@ -69,9 +74,11 @@ struct cma_backend_ops {
                            const struct cma_keep *keep, struct cma_prom_result **ret,
                            struct cma_err *reterr);
     /* The series matching `match` between start_ms and end_ms, streamed to fn (see
-     * cma_prom_series), bounded by the backend's series deadline. */
+     * cma_prom_series), bounded by the backend's series deadline, sent as `tenant` (as
+     * cma_keep.tenant; NULL = the backend's headers). */
     enum cma_errc (*series)(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                            cma_series_fn fn, void *fn_ctx, struct cma_err *reterr);
+                            const char *tenant, cma_series_fn fn, void *fn_ctx,
+                            struct cma_err *reterr);
     /* A name for logs and error messages (never a credential): the URL for Prometheus. */
     const char *(*name)(const void *ctx);
 };
@@ -87,9 +94,14 @@ struct cma_backend cma_backend_prom(struct cma_prom *prom);
 enum cma_errc cma_backend_query(const struct cma_backend *b, const char *promql, int64_t time_ms,
                                 const struct cma_keep *keep, struct cma_prom_result **ret,
                                 struct cma_err *reterr);
+/* A series listing with the backend's own headers (tenant NULL). */
 enum cma_errc cma_backend_series(const struct cma_backend *b, const char *match, int64_t start_ms,
                                  int64_t end_ms, cma_series_fn fn, void *fn_ctx,
                                  struct cma_err *reterr);
+/* A series listing sent as `tenant` (NULL: as cma_backend_series). */
+enum cma_errc cma_backend_series_as(const struct cma_backend *b, const char *tenant,
+                                    const char *match, int64_t start_ms, int64_t end_ms,
+                                    cma_series_fn fn, void *fn_ctx, struct cma_err *reterr);
 const char *cma_backend_name(const struct cma_backend *b);
 
 #endif

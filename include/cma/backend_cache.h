@@ -3,8 +3,8 @@
  * time (the result cache, --metrics-cache-ttl, bounded by --metrics-cache-max-bytes).
  *
  * One struct cma_backend_cache is created by main and may wrap several backends (one per
- * cma_backend_cache_wrap call); entries are keyed by (wrapped backend, PromQL, keep filter id:
- * struct cma_keep in backend.h), and the byte bound
+ * cma_backend_cache_wrap call); entries are keyed by (wrapped backend, PromQL, keep filter id,
+ * tenant: struct cma_keep in backend.h; two tenants never share an answer), and the byte bound
  * is shared by all of them. Every operation may be called from any thread at once (one mutex
  * guards the table; the backend is called without it). Series listings are passed through,
  * never coalesced or cached.

@@ -126,11 +126,13 @@ struct cma_config_backend {
     struct cma_config_str kubeconfig; /* CA, client certificate, token or basic auth from it */
     bool in_cluster;                  /* the pod's service-account token and CA */
     /* metricRules: whether MetricRules (--enable-metric-rules) may name this backend:
-     * metricRules.allowed (default false) and metricRules.namespaces (none: every namespace).
-     * metricRules.tenantFromNamespace: true is refused (not implemented yet). */
+     * metricRules.allowed (default false) and metricRules.namespaces (none: every namespace);
+     * metricRules.tenantFromNamespace (default false): a MetricRule's calls to this backend go
+     * with X-Scope-OrgID set to its namespace, in place of the backend's own. */
     bool mr_allowed;
     char **mr_namespaces;
     size_t n_mr_namespaces;
+    bool mr_tenant_from_namespace;
 };
 
 struct cma_config {

@@ -37,7 +37,9 @@ struct cma_metricrule_ctl_backend_policy {
     bool allowed;
     const char *const *namespaces; /* n_namespaces == 0: every namespace */
     size_t n_namespaces;
-    bool tenant_from_namespace; /* X-Scope-OrgID: the namespace (not implemented yet) */
+    /* metricRules.tenantFromNamespace: every call of a MetricRule's rule on this backend goes
+     * with X-Scope-OrgID set to the MetricRule's namespace (cma_rule_backend.tenant) */
+    bool tenant_from_namespace;
 };
 
 /* Called with each new merged ruleset (a reference the callee takes its own of, if it keeps

@@ -92,6 +92,15 @@ struct cma_prom_budget {
 
 struct cma_prom;
 
+/* The header a call's tenant goes in (Mimir's, Cortex's, Loki's: a tenant per namespace for
+ * MetricRules, tenantFromNamespace). A call with a tenant sends `X-Scope-OrgID: <tenant>` and
+ * none of the client's own X-Scope-OrgID headers (matched without regard to case); the rest of
+ * its headers go as configured. A tenant that is empty, longer than CMA_TENANT_MAX_BYTES or holds
+ * a byte outside printable ASCII is refused before anything is sent (CMA_ERR_INTERNAL: callers
+ * pass namespace names). */
+#define CMA_TENANT_HEADER "X-Scope-OrgID"
+#define CMA_TENANT_MAX_BYTES 253
+
 /* A label of a sample or series, borrowed: name and value are NUL-terminated and hold no NUL. */
 struct cma_label_view {
     const char *name;
@@ -153,12 +162,13 @@ enum cma_errc cma_prom_query(struct cma_prom *p, const char *promql, int64_t tim
                              struct cma_err *reterr);
 /* The same for a request (struct cma_call, backend.h): sent with at most the time left before
  * the call's deadline (and at most timeout_ms), aborted when the call's client has gone; either
- * gives CMA_ERR_BACKEND_TIMEOUT. call NULL: as cma_prom_query. */
+ * gives CMA_ERR_BACKEND_TIMEOUT. call NULL: as cma_prom_query. tenant: see CMA_TENANT_HEADER;
+ * NULL = the client's headers as configured. */
 struct cma_call;
 enum cma_errc cma_prom_query_call(struct cma_prom *p, const char *promql, int64_t time_ms,
                                   cma_sample_keep_fn keep, void *keep_ctx,
-                                  const struct cma_call *call, struct cma_prom_result **ret,
-                                  struct cma_err *reterr);
+                                  const struct cma_call *call, const char *tenant,
+                                  struct cma_prom_result **ret, struct cma_err *reterr);
 void cma_prom_result_free(struct cma_prom_result *r);
 
 /* Value of a label in a sample, NULL when absent. */
@@ -196,10 +206,11 @@ typedef int (*cma_series_fn)(void *ctx, const char *metric, size_t metric_len,
  * The body is parsed as a stream (yajl) fed from the curl write callback: memory stays flat
  * whatever the number of series; no response size ceiling applies, but one series object
  * over 1 MiB is an error. `data: null` → CMA_ERR_BACKEND_RESPONSE "no metrics retrieved".
- * Deadline: series_timeout_ms, or the client's series_timeout_ms when 0. */
+ * Deadline: series_timeout_ms, or the client's series_timeout_ms when 0. tenant: see
+ * CMA_TENANT_HEADER; NULL = the client's headers as configured. */
 enum cma_errc cma_prom_series(struct cma_prom *p, const char *match, int64_t start_ms,
-                              int64_t end_ms, int64_t series_timeout_ms, cma_series_fn fn,
-                              void *ctx, struct cma_err *reterr);
+                              int64_t end_ms, int64_t series_timeout_ms, const char *tenant,
+                              cma_series_fn fn, void *ctx, struct cma_err *reterr);
 
 /* The streaming series parser on its own (for tests and fuzzing): feed chunks, then finish. */
 struct cma_series_parser;

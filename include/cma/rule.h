@@ -86,6 +86,12 @@ struct cma_rule_backend {
      * --prometheus-max-query-length); 0 = no limit. The handlers render the query without the
      * object-name matcher when it would be longer (cma_query_build_bounded). */
     size_t max_query_bytes;
+    /* The tenant every call for this rule is sent as (its series listing and its queries:
+     * X-Scope-OrgID, cma_keep.tenant in backend.h), in place of the backend's own header: a
+     * MetricRule's namespace on a backend with metricRules.tenantFromNamespace (set by the
+     * MetricRule controller in a merged ruleset; borrowed from the rule's owner). NULL: the
+     * backend's headers as configured (every config-file rule). */
+    const char *tenant;
 };
 
 /* Who owns a rule served from a MetricRule (metricrule_ctl.h): its namespace and name, and the

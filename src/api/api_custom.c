@@ -417,7 +417,7 @@ static enum cma_errc query_and_encode(struct cma_app *app, struct custom_request
     if (rc == CMA_OK)
         rc = index_names(cr, err);
     /* the id names exactly the objects kept, whichever form the query took */
-    struct cma_keep filter = {keep_named, &keep, NULL, app->call};
+    struct cma_keep filter = {keep_named, &keep, NULL, app->call, NULL};
     if (rc == CMA_OK) {
         keep.label = cma_buf_str(res_label);
         filter.id = cma_api_keep_id(cr->arena, keep.label, keep.sorted, NULL, keep.n);

@@ -175,7 +175,7 @@ static enum cma_errc run_query(struct cma_app *app, struct cma_arena *arena,
                                const struct cma_rule *rule, const char *promql, int64_t now_ms,
                                struct cma_prom_result **ret, struct cma_err *err)
 {
-    struct cma_keep every = {NULL, NULL, NULL, app->call}; /* the request's deadline */
+    struct cma_keep every = {NULL, NULL, NULL, app->call, NULL}; /* the request's deadline */
     enum cma_errc rc =
         cma_api_query_rule(app, rule, app->explain, promql, now_ms, &every, ret, err);
     if (rc == CMA_OK)

@@ -537,7 +537,7 @@ static enum cma_errc run_query(struct resource_request *rr, const struct cma_res
         cma_log_v(5, "resource metrics %s for %zu %s: %s", what, rr->n_names,
                   rr->nodes ? "nodes" : "pods", cma_buf_str(promql));
         struct keep_objects keep = {rr, out};
-        struct cma_keep filter = {keep_listed, &keep, listed_id(rr, out), rr->app->call};
+        struct cma_keep filter = {keep_listed, &keep, listed_id(rr, out), rr->app->call, NULL};
         /* resourceRules.backend: one backend for the block, cpu and memory alike */
         char what_[16];
         snprintf(what_, sizeof(what_), "%s ", what);

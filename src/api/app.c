@@ -221,6 +221,7 @@ enum cma_errc cma_api_query_rule(struct cma_app *app, const struct cma_rule *rul
     const struct cma_rule_owner *o = rule->owner;
     if (!o)
         return cma_api_query(app, &rule->backend, ex, "", promql, time_ms, keep, ret, err);
+    /* from here on a MetricRule's query: its tenant (if its backend derives one) goes with it */
     const char *backend = rule->backend.name ? rule->backend.name : "";
     if (app->mr_slots &&
         cma_ns_limit_try_acquire(app->mr_slots, backend, o->namespace_, err) != CMA_OK)
@@ -238,6 +239,7 @@ enum cma_errc cma_api_query_rule(struct cma_app *app, const struct cma_rule *rul
     }
     struct cma_keep narrowed = keep ? *keep : (struct cma_keep){0};
     narrowed.call = &call;
+    narrowed.tenant = rule->backend.tenant;
     enum cma_errc rc =
         cma_api_query(app, &rule->backend, ex, "", promql, time_ms, &narrowed, ret, err);
     if (app->mr_slots)

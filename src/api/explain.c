@@ -312,16 +312,19 @@ static enum cma_errc record_query(void *ctx, const char *promql, int64_t time_ms
     struct recorder *rec = ctx;
     struct cma_explain *ex = rec->ex;
     /* no id: never shared, always sent; the request's deadline and cancellation kept */
-    struct cma_keep every = {keep_all, NULL, NULL, keep ? keep->call : NULL};
+    struct cma_keep every = {keep_all, NULL, NULL, keep ? keep->call : NULL,
+                             keep ? keep->tenant : NULL};
     struct cma_prom_result *all = NULL;
     char when[21];
     int64_t t0 = cma_clock_mono_ms();
     enum cma_errc rc = cma_backend_query(&rec->inner, promql, time_ms, &every, &all, reterr);
     int64_t took = cma_clock_mono_ms() - t0;
     cma_explain_addf(ex, CMA_EX_QUERY, "promql: %s", promql);
-    cma_explain_addf(ex, CMA_EX_QUERY, "backend: %s, instant query at %s: %lld ms, %s",
-                     cma_backend_name(&rec->inner), cma_clock_format_rfc3339(time_ms, when),
-                     (long long)took, rc == CMA_OK ? "answered" : "failed");
+    const char *tenant = keep ? keep->tenant : NULL;
+    cma_explain_addf(ex, CMA_EX_QUERY, "backend: %s%s%s%s, instant query at %s: %lld ms, %s",
+                     cma_backend_name(&rec->inner), tenant ? " (tenant " : "", tenant ? tenant : "",
+                     tenant ? ")" : "", cma_clock_format_rfc3339(time_ms, when), (long long)took,
+                     rc == CMA_OK ? "answered" : "failed");
     if (rc != CMA_OK) {
         cma_explain_addf(ex, CMA_EX_QUERY, "error: %s", reterr->msg);
         return rc;
@@ -334,10 +337,11 @@ static enum cma_errc record_query(void *ctx, const char *promql, int64_t time_ms
 }
 
 static enum cma_errc record_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                   cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+                                   const char *tenant, cma_series_fn fn, void *fn_ctx,
+                                   struct cma_err *reterr)
 {
     struct recorder *rec = ctx;
-    return cma_backend_series(&rec->inner, match, start_ms, end_ms, fn, fn_ctx, reterr);
+    return cma_backend_series_as(&rec->inner, tenant, match, start_ms, end_ms, fn, fn_ctx, reterr);
 }
 
 static const char *record_name(const void *ctx)
@@ -559,9 +563,10 @@ static void why_rule(struct cma_explain *ex, const struct cma_app *app,
     rule_title(app->rules, r, title, sizeof title);
     const struct cma_backend *b = r->backend.queries ? r->backend.queries : &app->backend;
     char *listed = listing_query(ex, r, &err);
-    enum cma_errc rc =
-        listed ? cma_backend_series(b, listed, now - max_age_ms(app), now, why_series, &w, &err)
-               : err.code;
+    enum cma_errc rc = listed
+                           ? cma_backend_series_as(b, r->backend.tenant, listed,
+                                                   now - max_age_ms(app), now, why_series, &w, &err)
+                           : err.code;
     const char *shown = listed ? listed : r->series_query;
     if (rc != CMA_OK)
         cma_explain_addf(ex, CMA_EX_WHY, "%s: seriesQuery %s: listing failed: %s", title, shown,

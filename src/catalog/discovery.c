@@ -227,27 +227,36 @@ static const struct cma_rule *flat_rule(const struct cma_ruleset *rules, size_t 
     return i < rules->n_rules ? &rules->rules[i] : &rules->external_rules[i - rules->n_rules];
 }
 
-/* Collects the rules of backend b (custom, then external, in config order) whose seriesQuery
- * equals q. */
-static size_t rules_for_query(const struct cma_ruleset *rules, size_t b, const char *q,
-                              struct rule_state *out)
+/* Do two rules list the same series: the same seriesQuery, sent as the same tenant (a
+ * MetricRule's namespace on a tenantFromNamespace backend; NULL: the backend's own)? */
+static bool same_listing(const struct cma_rule *r, const struct cma_rule *like)
+{
+    const char *a = r->backend.tenant, *t = like->backend.tenant;
+    return strcmp(r->series_query, like->series_query) == 0 &&
+           (a == t || (a && t && strcmp(a, t) == 0));
+}
+
+/* Collects the rules of backend b (custom, then external, in config order) that list the same
+ * series as `like`. */
+static size_t rules_for_query(const struct cma_ruleset *rules, size_t b,
+                              const struct cma_rule *like, struct rule_state *out)
 {
     size_t n = 0;
     for (size_t i = 0; i < rules->n_rules + rules->n_external_rules; i++) {
         const struct cma_rule *r = flat_rule(rules, i);
-        if (rule_on(r, b) && strcmp(r->series_query, q) == 0)
+        if (rule_on(r, b) && same_listing(r, like))
             out[n++] = (struct rule_state){.rule = r};
     }
     return n;
 }
 
-/* True when an earlier rule of backend b (in the same order) already has this seriesQuery. */
+/* True when an earlier rule of backend b (in the same order) already lists what `like` does. */
 static bool query_seen_before(const struct cma_ruleset *rules, size_t b, size_t flat_index,
-                              const char *q)
+                              const struct cma_rule *like)
 {
     for (size_t i = 0; i < flat_index; i++) {
         const struct cma_rule *r = flat_rule(rules, i);
-        if (rule_on(r, b) && strcmp(r->series_query, q) == 0)
+        if (rule_on(r, b) && same_listing(r, like))
             return true;
     }
     return false;
@@ -273,14 +282,13 @@ static enum cma_errc relist_one(const struct cma_backend *backend, size_t b,
     enum cma_errc rc = cma_catalog_builder_new(mapper, &ctx.builder, reterr);
     for (size_t i = 0; rc == CMA_OK && i < total; i++) {
         const struct cma_rule *r = flat_rule(rules, i);
-        if (!rule_on(r, b) || !r->series_query[0] ||
-            query_seen_before(rules, b, i, r->series_query))
+        if (!rule_on(r, b) || !r->series_query[0] || query_seen_before(rules, b, i, r))
             continue; /* an empty seriesQuery was warned about at load; it lists nothing */
-        ctx.n_rules = rules_for_query(rules, b, r->series_query, ctx.rules);
+        ctx.n_rules = rules_for_query(rules, b, r, ctx.rules);
         int64_t t0 = cma_clock_mono_ms();
         size_t before = ctx.n_series;
-        rc = cma_backend_series(backend, r->series_query, now_wall_ms - max_age_ms, now_wall_ms,
-                                on_series, &ctx, reterr);
+        rc = cma_backend_series_as(backend, r->backend.tenant, r->series_query,
+                                   now_wall_ms - max_age_ms, now_wall_ms, on_series, &ctx, reterr);
         if (rc == CMA_OK && ctx.rc != CMA_OK)
             rc = cma_err_set(reterr, ctx.rc, "out of memory while folding series");
         if (rc != CMA_OK)
@@ -691,12 +699,13 @@ static int count_one(void *ctx, const char *metric, size_t metric_len,
 }
 
 static enum cma_errc counting_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                     cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+                                     const char *tenant, cma_series_fn fn, void *fn_ctx,
+                                     struct cma_err *reterr)
 {
     struct counting *c = ctx;
     c->fn = fn;
     c->fn_ctx = fn_ctx;
-    return cma_backend_series(c->inner, match, start_ms, end_ms, count_one, c, reterr);
+    return cma_backend_series_as(c->inner, tenant, match, start_ms, end_ms, count_one, c, reterr);
 }
 
 static enum cma_errc counting_query(void *ctx, const char *promql, int64_t time_ms,

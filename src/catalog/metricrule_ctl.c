@@ -367,6 +367,18 @@ static struct keep *new_keep(struct cma_metricrule_ctl *c)
     return k;
 }
 
+/* A MetricRule's rules on a backend with tenantFromNamespace are sent as their namespace (every
+ * series listing and query: cma_rule_backend.tenant); the config files' rules never are. */
+static void set_tenants(const struct cma_metricrule_ctl *c, struct cma_rule *rules, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct cma_rule *r = &rules[i];
+        bool derive = r->owner && r->backend.index < c->cfg.n_backends &&
+                      c->pol[r->backend.index].tenant_from_namespace;
+        r->backend.tenant = derive ? r->owner->namespace_ : NULL;
+    }
+}
+
 static enum cma_errc merge_and_publish(struct cma_metricrule_ctl *c, struct cma_err *reterr)
 {
     struct keep *k = new_keep(c);
@@ -389,6 +401,8 @@ static enum cma_errc merge_and_publish(struct cma_metricrule_ctl *c, struct cma_
         cma_ruleset_free(rs);
         return rc;
     }
+    set_tenants(c, rs->rules, rs->n_rules);
+    set_tenants(c, rs->external_rules, rs->n_external_rules);
     cma_log_info("metric rules: serving %zu rules and %zu externalRules (%zu of them from %zu "
                  "accepted MetricRules)",
                  nr, ne, nr + ne - c->config->n_rules - c->config->n_external_rules, k->n);

@@ -12,13 +12,15 @@ static enum cma_errc prom_query(void *ctx, const char *promql, int64_t time_ms,
                                 struct cma_err *reterr)
 {
     return cma_prom_query_call(ctx, promql, time_ms, keep ? keep->fn : NULL,
-                               keep ? keep->ctx : NULL, keep ? keep->call : NULL, ret, reterr);
+                               keep ? keep->ctx : NULL, keep ? keep->call : NULL,
+                               keep ? keep->tenant : NULL, ret, reterr);
 }
 
 static enum cma_errc prom_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                 cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+                                 const char *tenant, cma_series_fn fn, void *fn_ctx,
+                                 struct cma_err *reterr)
 {
-    return cma_prom_series(ctx, match, start_ms, end_ms, 0, fn, fn_ctx, reterr);
+    return cma_prom_series(ctx, match, start_ms, end_ms, 0, tenant, fn, fn_ctx, reterr);
 }
 
 /* The URL, unless it carries userinfo: a name never holds a credential (main names each client
@@ -53,9 +55,16 @@ enum cma_errc cma_backend_series(const struct cma_backend *b, const char *match,
                                  int64_t end_ms, cma_series_fn fn, void *fn_ctx,
                                  struct cma_err *reterr)
 {
+    return cma_backend_series_as(b, NULL, match, start_ms, end_ms, fn, fn_ctx, reterr);
+}
+
+enum cma_errc cma_backend_series_as(const struct cma_backend *b, const char *tenant,
+                                    const char *match, int64_t start_ms, int64_t end_ms,
+                                    cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+{
     if (!b || !b->ops || !b->ops->series)
         return cma_err_set(reterr, CMA_ERR_INTERNAL, "no backend to list series from");
-    return b->ops->series(b->ctx, match, start_ms, end_ms, fn, fn_ctx, reterr);
+    return b->ops->series(b->ctx, match, start_ms, end_ms, tenant, fn, fn_ctx, reterr);
 }
 
 const char *cma_backend_name(const struct cma_backend *b)

@@ -8,14 +8,15 @@
  *   answered, the byte count and the counters. Waiters sleep on one condition variable that is
  *   broadcast whenever a query finishes (a few dozen requests at most run at once, so a wake-up
  *   of the waiters of other queries costs nothing worth a condition variable per entry).
- * - An entry is keyed by (wrapper, PromQL, keep filter id): callers share an answer only when
- *   they ask the same query through the same backend and keep the same series (struct cma_keep;
- *   a filter without an id is never shared). It is a query in flight (the leader runs it with its
- *   own filter, without the mutex, so the shared answer holds only the series every sharer needs
- *   and the decoder's memory bound holds) or a finished one. Once finished it never changes, so
- * callers copy from it without the mutex while they hold a reference. References: one for the
- * table, one per caller using it; the last one frees it (after the mutex is released: freeing a
- * large answer is not done under it).
+ * - An entry is keyed by (wrapper, PromQL, keep filter id, tenant): callers share an answer only
+ *   when they ask the same query through the same backend, as the same tenant (a MetricRule's
+ *   namespace on a tenantFromNamespace backend: another tenant's answer holds other data), and
+ *   keep the same series (struct cma_keep; a filter without an id is never shared). It is a query
+ * in flight (the leader runs it with its own filter, without the mutex, so the shared answer holds
+ * only the series every sharer needs and the decoder's memory bound holds) or a finished one. Once
+ * finished it never changes, so callers copy from it without the mutex while they hold a reference.
+ * References: one for the table, one per caller using it; the last one frees it (after the mutex is
+ * released: freeing a large answer is not done under it).
  * - A successful answer is cached when ttl_ms > 0 and it fits in max_bytes: its charge to the
  *   backend's byte budget is released then (the budget bounds answers being decoded and handed
  *   out; cached answers are bounded by max_bytes instead) and it joins the newest end of the
@@ -80,6 +81,7 @@ struct entry {
     uint64_t hash;
     char *promql;
     char *keep_id;       /* NULL: every series kept */
+    char *tenant;        /* the tenant the query is sent as (cma_keep.tenant); NULL: none */
     int64_t time_ms;     /* evaluation time: the leader's time_ms */
     int64_t started_ms;  /* clock_ms when the leader started */
     int64_t answered_ms; /* clock_ms when the backend answered */
@@ -282,12 +284,15 @@ enum cma_errc cma_prom_result_filter(const struct cma_prom_result *src, cma_samp
 
 /* ---- the table and the cached list (mutex held) ------------------------------------------ */
 
-/* The key's hash: the PromQL and the filter id, seeded with the wrapper's address. */
-static uint64_t key_hash(const struct wrapped *w, const char *promql, const char *keep_id)
+/* The key's hash: the PromQL, the filter id and the tenant, seeded with the wrapper's address. */
+static uint64_t key_hash(const struct wrapped *w, const char *promql, const char *keep_id,
+                         const char *tenant)
 {
     uint64_t h = cma_hash_str(promql, strlen(promql)) ^ (uint64_t)(uintptr_t)w;
     if (keep_id)
         h = cma_hash_str(keep_id, strlen(keep_id)) ^ (h * 1099511628211ULL);
+    if (tenant)
+        h = cma_hash_str(tenant, strlen(tenant)) ^ (h * 1099511628211ULL);
     return h;
 }
 
@@ -296,11 +301,12 @@ static bool same_id(const char *a, const char *b)
     return a == b || (a && b && strcmp(a, b) == 0);
 }
 
+/* The same backend, PromQL, filter id and tenant: never one tenant's answer for another. */
 static bool same_key(const struct entry *e, const struct wrapped *w, uint64_t hash,
-                     const char *promql, const char *keep_id)
+                     const char *promql, const char *keep_id, const char *tenant)
 {
     return e->hash == hash && e->w == w && strcmp(e->promql, promql) == 0 &&
-           same_id(e->keep_id, keep_id);
+           same_id(e->keep_id, keep_id) && same_id(e->tenant, tenant);
 }
 
 static void grow(struct cma_backend_cache *c)
@@ -375,6 +381,7 @@ static void free_garbage(struct entry *g)
         free(g->err);
         free(g->promql);
         free(g->keep_id);
+        free(g->tenant);
         free(g);
         g = next;
     }
@@ -405,10 +412,11 @@ static bool usable(const struct cma_backend_cache *c, const struct entry *e, int
 }
 
 static struct entry *find(struct cma_backend_cache *c, const struct wrapped *w, uint64_t hash,
-                          const char *promql, const char *keep_id, int64_t time_ms, int64_t now)
+                          const char *promql, const char *keep_id, const char *tenant,
+                          int64_t time_ms, int64_t now)
 {
     for (struct entry *e = c->buckets[hash & (c->n_buckets - 1)]; e; e = e->chain)
-        if (same_key(e, w, hash, promql, keep_id) && usable(c, e, time_ms, now))
+        if (same_key(e, w, hash, promql, keep_id, tenant) && usable(c, e, time_ms, now))
             return e;
     return NULL;
 }
@@ -420,7 +428,7 @@ static void drop_superseded(struct cma_backend_cache *c, const struct entry *e,
     struct entry *o = c->buckets[e->hash & (c->n_buckets - 1)];
     while (o) {
         struct entry *next = o->chain;
-        if (o != e && o->cached && same_key(o, e->w, e->hash, e->promql, e->keep_id))
+        if (o != e && o->cached && same_key(o, e->w, e->hash, e->promql, e->keep_id, e->tenant))
             table_remove(c, o, garbage);
         o = next;
     }
@@ -430,7 +438,7 @@ static void drop_superseded(struct cma_backend_cache *c, const struct entry *e,
 static void keep_or_drop(struct cma_backend_cache *c, struct entry *e, struct entry **garbage)
 {
     e->bytes = sizeof(*e) + strlen(e->promql) + 1 + (e->keep_id ? strlen(e->keep_id) + 1 : 0) +
-               result_bytes(e->result);
+               (e->tenant ? strlen(e->tenant) + 1 : 0) + result_bytes(e->result);
     if (c->ttl_ms <= 0 || e->bytes > c->max_bytes) {
         table_remove(c, e, garbage);
         return;
@@ -455,15 +463,19 @@ static void keep_or_drop(struct cma_backend_cache *c, struct entry *e, struct en
 /* ---- the query path ---------------------------------------------------------------------- */
 
 static struct entry *entry_new(const struct wrapped *w, uint64_t hash, const char *promql,
-                               const char *keep_id, int64_t time_ms, int64_t now)
+                               const char *keep_id, const char *tenant, int64_t time_ms,
+                               int64_t now)
 {
     size_t len = strlen(promql) + 1;
     struct entry *e = calloc(1, sizeof(*e));
     char *copy = e ? malloc(len) : NULL;
     char *id = copy && keep_id ? strdup(keep_id) : NULL;
-    if (!copy || (keep_id && !id) || pthread_mutex_init(&e->filter_mu, NULL) != 0) {
+    char *who = copy && tenant ? strdup(tenant) : NULL;
+    if (!copy || (keep_id && !id) || (tenant && !who) ||
+        pthread_mutex_init(&e->filter_mu, NULL) != 0) {
         free(copy);
         free(id);
+        free(who);
         free(e);
         return NULL;
     }
@@ -472,6 +484,7 @@ static struct entry *entry_new(const struct wrapped *w, uint64_t hash, const cha
     e->has_filter = keep_id != NULL;
     memcpy(copy, promql, len);
     e->keep_id = id;
+    e->tenant = who;
     e->w = w;
     e->hash = hash;
     e->promql = copy;
@@ -524,7 +537,7 @@ static void run_query(struct cma_backend_cache *c, struct entry *e)
 {
     struct cma_call call = {
         .gone = abandoned, .gone_ctx = e, .on_send = mark_sent, .on_send_ctx = e};
-    struct cma_keep keep = {e->has_filter ? shared_filter : NULL, e, e->keep_id, &call};
+    struct cma_keep keep = {e->has_filter ? shared_filter : NULL, e, e->keep_id, &call, e->tenant};
     struct cma_prom_result *result = NULL;
     struct cma_err err;
     cma_err_clear(&err);
@@ -666,14 +679,15 @@ static bool sends_itself(const struct cma_backend_cache *c, const struct waiter 
  * now waits for (a new one when none matches: *send true when no runner took it and the caller
  * must send it). NULL when out of memory. */
 static struct entry *join(struct cma_backend_cache *c, const struct wrapped *w, const char *promql,
-                          const char *keep_id, int64_t time_ms, struct waiter *me, bool *send)
+                          const char *keep_id, const char *tenant, int64_t time_ms,
+                          struct waiter *me, bool *send)
 {
-    uint64_t hash = key_hash(w, promql, keep_id);
+    uint64_t hash = key_hash(w, promql, keep_id, tenant);
     struct entry *garbage = NULL;
     pthread_mutex_lock(&c->mu);
     int64_t now = c->clock_ms(c->clock_ctx);
     sweep(c, now, &garbage);
-    struct entry *e = find(c, w, hash, promql, keep_id, time_ms, now);
+    struct entry *e = find(c, w, hash, promql, keep_id, tenant, time_ms, now);
     *send = false;
     if (e) {
         e->refs++;
@@ -681,7 +695,7 @@ static struct entry *join(struct cma_backend_cache *c, const struct wrapped *w, 
             c->stats.hits++;
         else
             c->stats.coalesced++;
-    } else if ((e = entry_new(w, hash, promql, keep_id, time_ms, now))) {
+    } else if ((e = entry_new(w, hash, promql, keep_id, tenant, time_ms, now))) {
         table_insert(c, e);
         c->stats.inner_queries++;
         if (sends_itself(c, me) || !submit(c, e)) {
@@ -810,7 +824,8 @@ static enum cma_errc cached_query(void *ctx, const char *promql, int64_t time_ms
     int64_t started = cma_clock_mono_ms();
     struct waiter me = {shared_keep, call, NULL, false};
     bool send = false;
-    struct entry *e = join(c, w, promql, shared_keep ? shared_keep->id : NULL, time_ms, &me, &send);
+    struct entry *e = join(c, w, promql, shared_keep ? shared_keep->id : NULL,
+                           keep ? keep->tenant : NULL, time_ms, &me, &send);
     if (!e)
         return direct(w, promql, time_ms, keep, ret, reterr);
     if (send)
@@ -832,10 +847,11 @@ static enum cma_errc cached_query(void *ctx, const char *promql, int64_t time_ms
 }
 
 static enum cma_errc cached_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                   cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+                                   const char *tenant, cma_series_fn fn, void *fn_ctx,
+                                   struct cma_err *reterr)
 {
     const struct wrapped *w = ctx;
-    return cma_backend_series(&w->inner, match, start_ms, end_ms, fn, fn_ctx, reterr);
+    return cma_backend_series_as(&w->inner, tenant, match, start_ms, end_ms, fn, fn_ctx, reterr);
 }
 
 static const char *cached_name(const void *ctx)

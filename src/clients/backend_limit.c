@@ -143,10 +143,11 @@ static enum cma_errc limit_query(void *ctx, const char *promql, int64_t time_ms,
 }
 
 static enum cma_errc limit_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                  cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+                                  const char *tenant, cma_series_fn fn, void *fn_ctx,
+                                  struct cma_err *reterr)
 {
     struct cma_backend_limit *l = ctx;
-    return cma_backend_series(&l->inner, match, start_ms, end_ms, fn, fn_ctx, reterr);
+    return cma_backend_series_as(&l->inner, tenant, match, start_ms, end_ms, fn, fn_ctx, reterr);
 }
 
 static const char *limit_name(const void *ctx)

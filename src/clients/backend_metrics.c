@@ -56,11 +56,13 @@ static enum cma_errc measured_query(void *ctx, const char *promql, int64_t time_
 }
 
 static enum cma_errc measured_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                     cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+                                     const char *tenant, cma_series_fn fn, void *fn_ctx,
+                                     struct cma_err *reterr)
 {
     struct cma_backend_measured *s = ctx;
     int64_t t0 = now_ns();
-    enum cma_errc rc = cma_backend_series(&s->inner, match, start_ms, end_ms, fn, fn_ctx, reterr);
+    enum cma_errc rc =
+        cma_backend_series_as(&s->inner, tenant, match, start_ms, end_ms, fn, fn_ctx, reterr);
     record(s, "series", rc, t0);
     return rc;
 }

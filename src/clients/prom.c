@@ -6,8 +6,11 @@
  * afterwards, so any number of threads may call query/series at once: the base URL split into
  * origin (with and without credentials), cleaned path prefix and base query string; two header
  * lists (GET, and POST with the form content type and an empty Expect:) shared read-only by all
- * handles. Credentials (CA, client certificate and key, bearer token, basic auth) are a struct
- * cma_creds (credentials.c) merged from the explicit flags and --prometheus-auth-config /
+ * handles, and a copy of each without X-Scope-OrgID: a call with a tenant (a MetricRule's
+ * namespace, tenantFromNamespace) sends one stack node with its own X-Scope-OrgID in front of
+ * that copy, so per-tenant calls need no allocation and no lock. Credentials (CA, client
+ * certificate and key, bearer token, basic auth) are a struct cma_creds (credentials.c) merged from
+ * the explicit flags and --prometheus-auth-config /
  * --prometheus-auth-incluster (make_creds: the precedence is written there and in
  * docs/configuration.md). The transfer itself (a pooled handle, the current credentials, TLS,
  * timeouts, the transport-failure mapping, the report of each request) is transport.c's, the
@@ -30,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cma/buf.h"
 #include "cma/str.h"
@@ -50,6 +54,9 @@ struct cma_prom {
     bool use_post;
     struct curl_slist *get_headers;
     struct curl_slist *post_headers;
+    /* the same two without any X-Scope-OrgID line: a call with a tenant puts its own in front */
+    struct curl_slist *get_headers_tenantless;
+    struct curl_slist *post_headers_tenantless;
     struct cma_transport tr; /* pool, credentials, notifier */
     int64_t timeout_ms;
     int64_t series_timeout_ms;
@@ -87,6 +94,8 @@ void cma_prom_free(struct cma_prom *p)
     free(p->base_query);
     curl_slist_free_all(p->get_headers);
     curl_slist_free_all(p->post_headers);
+    curl_slist_free_all(p->get_headers_tenantless);
+    curl_slist_free_all(p->post_headers_tenantless);
     cma_transport_done(&p->tr);
     free(p);
 }
@@ -261,6 +270,25 @@ static enum cma_errc add_user_header(struct cma_prom *p, const char *kv, struct 
     cma_buf_done(&line);
     if (rc == CMA_ERR_NOMEM)
         return cma_err_set(reterr, rc, "out of memory");
+    return rc;
+}
+
+/* Is this header line the tenant's ("X-Scope-OrgID: t", or "X-Scope-OrgID;", curl's form of an
+ * empty value), whatever the case of its name? */
+static bool is_tenant_line(const char *line)
+{
+    size_t n = sizeof(CMA_TENANT_HEADER) - 1;
+    return strncasecmp(line, CMA_TENANT_HEADER, n) == 0 && (line[n] == ':' || line[n] == ';');
+}
+
+/* *ret: a copy of list without its tenant lines (see the struct's tenantless lists). */
+static enum cma_errc copy_tenantless(const struct curl_slist *list, struct curl_slist **ret,
+                                     struct cma_err *reterr)
+{
+    enum cma_errc rc = CMA_OK;
+    for (const struct curl_slist *l = list; rc == CMA_OK && l; l = l->next)
+        if (!is_tenant_line(l->data))
+            rc = add_header(ret, l->data, reterr);
     return rc;
 }
 
@@ -481,6 +509,10 @@ enum cma_errc cma_prom_new(const struct cma_prom_config *cfg, struct cma_prom **
         rc = add_user_header(p, cfg->headers[i] ? cfg->headers[i] : "", reterr);
     if (rc == CMA_OK)
         rc = make_creds(p, cfg, reterr);
+    if (rc == CMA_OK)
+        rc = copy_tenantless(p->get_headers, &p->get_headers_tenantless, reterr);
+    if (rc == CMA_OK)
+        rc = copy_tenantless(p->post_headers, &p->post_headers_tenantless, reterr);
     if (rc != CMA_OK) {
         cma_prom_free(p);
         return rc;
@@ -508,6 +540,7 @@ struct request {
     long status;                 /* out: HTTP status */
     char reason[64];             /* out: its reason phrase ("" when none) */
     const struct cma_call *call; /* the request served (deadline, client gone); NULL: none */
+    const char *tenant;          /* X-Scope-OrgID for this call (checked); NULL: the client's */
 };
 
 /* url = origin + prefix + api_path [+ "?" + base_query [+ "&" + params]]. */
@@ -565,6 +598,37 @@ static enum cma_errc build_urls(const struct cma_prom *p, const struct request *
     return rc;
 }
 
+/* A call's tenant, refused before anything is sent when it could not be a header value. */
+static enum cma_errc check_tenant(const char *tenant, struct cma_err *reterr)
+{
+    if (!tenant)
+        return CMA_OK;
+    size_t len = strlen(tenant);
+    bool ok = len > 0 && len <= CMA_TENANT_MAX_BYTES;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = tenant[i] > 0x20 && tenant[i] < 0x7f;
+    if (!ok)
+        return cma_err_set(reterr, CMA_ERR_INTERNAL,
+                           "tenant \"%.64s\" cannot be sent as " CMA_TENANT_HEADER
+                           ": want 1 to %d printable ASCII characters",
+                           tenant, CMA_TENANT_MAX_BYTES);
+    return CMA_OK;
+}
+
+/* The request's header list: the client's, or with a tenant, `line` (filled here) in front of
+ * the client's tenantless list (node and line live on the caller's stack for the transfer). */
+static struct curl_slist *request_headers(const struct cma_prom *p, const struct request *req,
+                                          bool post, struct curl_slist *node, char *line,
+                                          size_t line_size)
+{
+    if (!req->tenant)
+        return post ? p->post_headers : p->get_headers;
+    snprintf(line, line_size, "%s: %s", CMA_TENANT_HEADER, req->tenant);
+    node->data = line;
+    node->next = post ? p->post_headers_tenantless : p->get_headers_tenantless;
+    return node;
+}
+
 /* Sends the request through the transport. On CMA_OK, req->status holds the HTTP status; when
  * a write callback stopped the transfer, its own verdict is returned. */
 static enum cma_errc perform(struct cma_prom *p, struct request *req, struct cma_err *reterr)
@@ -574,13 +638,15 @@ static enum cma_errc perform(struct cma_prom *p, struct request *req, struct cma
         urls_done(&u);
         return cma_err_set(reterr, CMA_ERR_NOMEM, "out of memory");
     }
+    struct curl_slist tenant_node;
+    char tenant_line[sizeof(CMA_TENANT_HEADER) + 2 + CMA_TENANT_MAX_BYTES + 1];
     struct cma_http_request hr = {
         .method = u.post ? "POST" : "GET",
         .url = cma_buf_str(&u.url),
         .public_url = cma_buf_str(&u.pub),
         .what = req->api_path,
         .where = cma_buf_str(&u.where),
-        .headers = u.post ? p->post_headers : p->get_headers,
+        .headers = request_headers(p, req, u.post, &tenant_node, tenant_line, sizeof(tenant_line)),
         .body = u.post ? req->params : NULL,
         .body_len = u.post ? strlen(req->params) : 0,
         .timeout_ms = req->timeout_ms,
@@ -785,14 +851,17 @@ enum cma_errc cma_prom_query(struct cma_prom *p, const char *promql, int64_t tim
                              cma_sample_keep_fn keep, void *keep_ctx, struct cma_prom_result **ret,
                              struct cma_err *reterr)
 {
-    return cma_prom_query_call(p, promql, time_ms, keep, keep_ctx, NULL, ret, reterr);
+    return cma_prom_query_call(p, promql, time_ms, keep, keep_ctx, NULL, NULL, ret, reterr);
 }
 
 enum cma_errc cma_prom_query_call(struct cma_prom *p, const char *promql, int64_t time_ms,
                                   cma_sample_keep_fn keep, void *keep_ctx,
-                                  const struct cma_call *call, struct cma_prom_result **ret,
-                                  struct cma_err *reterr)
+                                  const struct cma_call *call, const char *tenant,
+                                  struct cma_prom_result **ret, struct cma_err *reterr)
 {
+    enum cma_errc bad = check_tenant(tenant, reterr);
+    if (bad != CMA_OK)
+        return bad;
     size_t promql_len = strlen(promql);
     if (p->max_query_bytes && promql_len > p->max_query_bytes)
         return cma_err_set(reterr, CMA_ERR_BACKEND_ERROR,
@@ -823,6 +892,7 @@ enum cma_errc cma_prom_query_call(struct cma_prom *p, const char *promql, int64_
         .sink = &qs.sink,
         .write_ctx = &qs,
         .call = call,
+        .tenant = tenant,
     };
     struct cma_err perr;
     cma_err_clear(&perr);
@@ -881,9 +951,12 @@ static enum cma_errc series_outcome(struct request *req, struct series_sink *ss,
 }
 
 enum cma_errc cma_prom_series(struct cma_prom *p, const char *match, int64_t start_ms,
-                              int64_t end_ms, int64_t series_timeout_ms, cma_series_fn fn,
-                              void *ctx, struct cma_err *reterr)
+                              int64_t end_ms, int64_t series_timeout_ms, const char *tenant,
+                              cma_series_fn fn, void *ctx, struct cma_err *reterr)
 {
+    enum cma_errc bad = check_tenant(tenant, reterr);
+    if (bad != CMA_OK)
+        return bad;
     struct cma_buf params;
     cma_buf_init(&params, 0);
     enum cma_errc rc = cma_buf_appends(&params, "match%5B%5D=");
@@ -913,6 +986,7 @@ enum cma_errc cma_prom_series(struct cma_prom *p, const char *match, int64_t sta
         .write = series_write,
         .sink = &ss.sink,
         .write_ctx = &ss,
+        .tenant = tenant,
     };
     struct cma_err perr;
     cma_err_clear(&perr);

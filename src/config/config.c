@@ -890,18 +890,18 @@ static enum cma_errc read_backend_metric_rules(struct loader *ld, const struct c
     if (v->kind != CMA_YNODE_MAPPING)
         return wrong_kind(ld, v, "a mapping (allowed, namespaces, tenantFromNamespace)",
                           "metricRules");
-    bool tenant = false;
     enum cma_errc rc = check_keys(ld, v, keys);
     if (rc == CMA_OK)
         rc = read_bool(ld, v, "allowed", &b->mr_allowed);
     if (rc == CMA_OK)
         rc = read_mr_namespaces(ld, v, b);
     if (rc == CMA_OK)
-        rc = read_bool(ld, v, "tenantFromNamespace", &tenant);
-    if (rc == CMA_OK && tenant)
+        rc = read_bool(ld, v, "tenantFromNamespace", &b->mr_tenant_from_namespace);
+    if (rc == CMA_OK && b->mr_tenant_from_namespace && !b->mr_allowed)
         rc = fail_at(ld, CMA_ERR_CONFIG_VALUE, get_value(v, "tenantFromNamespace"),
-                     "backend %s: metricRules.tenantFromNamespace: true is not implemented in "
-                     "this version (docs/configuration.md)",
+                     "backend %s: metricRules.tenantFromNamespace: true needs "
+                     "metricRules.allowed: true (only MetricRules' calls are sent as their "
+                     "namespace)",
                      b->name.s);
     return rc;
 }

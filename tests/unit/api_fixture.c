@@ -78,10 +78,11 @@ static enum cma_errc fixture_query(void *ctx, const char *promql, int64_t time_m
 }
 
 static enum cma_errc fixture_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                    cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+                                    const char *tenant, cma_series_fn fn, void *fn_ctx,
+                                    struct cma_err *reterr)
 {
     struct api_fixture *fx = ctx;
-    return fake_list(&fx->series, match, start_ms, end_ms, fn, fn_ctx, reterr);
+    return fake_list(&fx->series, match, start_ms, end_ms, tenant, fn, fn_ctx, reterr);
 }
 
 static const char *fixture_backend_name(const void *ctx)
@@ -122,7 +123,7 @@ struct api_fixture *cma_test_api_fixture_new(const struct api_fixture_spec *spec
     fx->mapper = test_mapper(test_resources_default,
                              sizeof(test_resources_default) / sizeof(test_resources_default[0]));
     assert_non_null(fx->mapper);
-    fx->series = (struct fake_source){spec->series, spec->n_series, 0, 0};
+    fx->series = (struct fake_source){.answers = spec->series, .n_answers = spec->n_series};
     fx->replies = spec->replies;
     fx->n_replies = spec->n_replies;
     assert_int_equal(cma_catalog_store_new(&fx->store), CMA_OK);

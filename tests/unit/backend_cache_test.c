@@ -120,10 +120,12 @@ static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
 }
 
 static enum cma_errc stub_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                 cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+                                 const char *tenant, cma_series_fn fn, void *fn_ctx,
+                                 struct cma_err *reterr)
 {
     struct stub *s = ctx;
     (void)match;
+    (void)tenant;
     (void)start_ms;
     (void)end_ms;
     (void)reterr;
@@ -285,7 +287,7 @@ static enum cma_errc query_as(struct fixture *f, const char *promql, int64_t tim
 {
     char id[128];
     struct cma_keep filter = {keep_pods, (void *)pods,
-                              named && pods ? pods_id(pods, id, sizeof(id)) : NULL, NULL};
+                              named && pods ? pods_id(pods, id, sizeof(id)) : NULL, NULL, NULL};
     return cma_backend_query(&f->backend, promql, time_ms, pods ? &filter : NULL, ret, err);
 }
 
@@ -326,7 +328,7 @@ static void *caller_run(void *arg)
     cma_err_clear(&c->err);
     char id[128];
     struct cma_keep filter = {c->pods ? keep_pods : NULL, (void *)c->pods,
-                              c->pods ? pods_id(c->pods, id, sizeof(id)) : NULL, c->call};
+                              c->pods ? pods_id(c->pods, id, sizeof(id)) : NULL, c->call, NULL};
     c->rc = cma_backend_query(&c->f->backend, c->promql, T0, c->pods || c->call ? &filter : NULL,
                               &c->result, &c->err);
     return NULL;

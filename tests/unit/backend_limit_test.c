@@ -64,10 +64,12 @@ static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
 }
 
 static enum cma_errc stub_series(void *ctx, const char *match, int64_t start_ms, int64_t end_ms,
-                                 cma_series_fn fn, void *fn_ctx, struct cma_err *reterr)
+                                 const char *tenant, cma_series_fn fn, void *fn_ctx,
+                                 struct cma_err *reterr)
 {
     struct stub *s = ctx;
     (void)match;
+    (void)tenant;
     (void)start_ms;
     (void)end_ms;
     (void)fn;
@@ -165,7 +167,7 @@ struct job {
 static void *run_job(void *arg)
 {
     struct job *j = arg;
-    struct cma_keep keep = {NULL, NULL, NULL, j->call};
+    struct cma_keep keep = {NULL, NULL, NULL, j->call, NULL};
     struct cma_prom_result *r = NULL;
     cma_err_clear(&j->err);
     j->rc = cma_backend_query(&j->f->backend, "up", 1, &keep, &r, &j->err);
@@ -308,7 +310,7 @@ static void test_narrower_call_passed_down(void **state)
     atomic_bool gone;
     atomic_init(&gone, true);
     struct cma_call soon = {.deadline_ms = 3000, .gone = flag_gone, .gone_ctx = &gone};
-    struct cma_keep keep = {keep_all, &marker, "id-1", &soon};
+    struct cma_keep keep = {keep_all, &marker, "id-1", &soon, NULL};
     assert_int_equal(cma_backend_query(&f->backend, "up", 1, &keep, &r, NULL), CMA_OK);
     assert_true(f->stub.seen_call);
     assert_int_equal(f->stub.seen.deadline_ms, 3000); /* the request's, earlier than 6000 */

@@ -41,7 +41,7 @@ static void test_cma_backend_measured__forwards_and_counts(void **state)
     cma_err_clear(&err);
     struct cma_prom_result *res = (void *)&s;
     int keep_ctx;
-    struct cma_keep keep = {NULL, &keep_ctx, NULL, NULL};
+    struct cma_keep keep = {NULL, &keep_ctx, NULL, NULL, NULL};
     assert_int_equal(cma_backend_query(&b, "up", 1234, &keep, &res, &err), CMA_OK);
     assert_null(res);
     assert_string_equal(s.promql, "up");

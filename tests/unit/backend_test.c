@@ -35,7 +35,7 @@ static void test_cma_backend__dispatches_to_the_implementation(void **state)
     struct cma_err err = {0};
     struct cma_prom_result *r = (struct cma_prom_result *)&s; /* must be overwritten */
     int marker = 0;
-    struct cma_keep keep = {NULL, &marker, "id", NULL};
+    struct cma_keep keep = {NULL, &marker, "id", NULL, NULL};
     assert_int_equal(cma_backend_query(&b, "sum(up)", 1234, &keep, &r, &err),
                      CMA_ERR_BACKEND_TIMEOUT);
     assert_null(r);

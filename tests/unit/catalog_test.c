@@ -146,7 +146,7 @@ static const char *const kube_series[] = {
 static struct cma_catalog *relist(struct fixture *fx, const struct fake_series *answers,
                                   size_t n_answers)
 {
-    struct fake_source fs = {answers, n_answers, 0, 0};
+    struct fake_source fs = {.answers = answers, .n_answers = n_answers};
     struct cma_backend src = fake_backend(&fs);
     struct cma_catalog *c = NULL;
     struct cma_err err;
@@ -219,7 +219,8 @@ static void test_cma_discovery_relist__start_is_now_minus_max_age(void **state)
         {CONTAINER_SEL, container_series, 3},
         {"{namespace!=\"\",__name__!~\"^container_.*\"}", kube_series, 0},
     };
-    struct fake_source fs = {answers, 2, 1700000000000 - 60000, 0};
+    struct fake_source fs = {
+        .answers = answers, .n_answers = 2, .min_start_ms = 1700000000000 - 60000};
     struct cma_backend src = fake_backend(&fs);
     struct cma_catalog *c = NULL;
     assert_int_equal(
@@ -524,7 +525,7 @@ struct backends3 {
 static void backends3_init(struct backends3 *b)
 {
     for (size_t i = 0; i < 3; i++) {
-        b->src[i] = (struct fake_source){backend_answers, 2, 0, 0};
+        b->src[i] = (struct fake_source){.answers = backend_answers, .n_answers = 2};
         b->table[i] = fake_backend(&b->src[i]);
     }
 }

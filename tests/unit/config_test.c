@@ -1399,8 +1399,14 @@ static void test_cma_config_load_string__backend_metric_rules(void **state)
         load_ok("backends:\n- {name: a, url: 'http://a'}\n"
                 "- {name: b, url: 'http://b', metricRules: {allowed: true}}\n"
                 "- {name: c, url: 'http://c', metricRules: {allowed: true, namespaces: [shop, web],"
-                " tenantFromNamespace: false}}\n");
-    assert_int_equal(cfg->n_backends, 3);
+                " tenantFromNamespace: false}}\n"
+                "- {name: d, url: 'http://d', metricRules: {allowed: true, tenantFromNamespace: "
+                "true}}\n");
+    assert_int_equal(cfg->n_backends, 4);
+    assert_false(cfg->backends[0].mr_tenant_from_namespace); /* default: the backend's header */
+    assert_false(cfg->backends[2].mr_tenant_from_namespace);
+    assert_true(cfg->backends[3].mr_tenant_from_namespace);
+    assert_true(cfg->backends[3].mr_allowed);
     assert_false(cfg->backends[0].mr_allowed); /* default: not offered to MetricRules */
     assert_int_equal(cfg->backends[0].n_mr_namespaces, 0);
     assert_true(cfg->backends[1].mr_allowed);
@@ -1419,8 +1425,13 @@ static void test_cma_config_load_string__backend_metric_rules(void **state)
     load_fails(
         "backends:\n- {name: a, url: 'http://a', metricRules: {tenantFromNamespace: true}}\n",
         CMA_ERR_CONFIG_VALUE,
-        "cfg.yaml:2:65: backend a: metricRules.tenantFromNamespace: true is not "
-        "implemented in this version (docs/configuration.md)");
+        "cfg.yaml:2:65: backend a: metricRules.tenantFromNamespace: true needs "
+        "metricRules.allowed: true (only MetricRules' calls are sent as their namespace)");
+    load_fails("backends:\n- {name: a, url: 'http://a', metricRules: {allowed: true, "
+               "tenantFromNamespace: per-namespace}}\n",
+               CMA_ERR_CONFIG_TYPE,
+               "cfg.yaml:2:80: expected true or false for tenantFromNamespace, got "
+               "\"per-namespace\"");
 }
 
 static void test_cma_config_load_string__backend_errors(void **state)

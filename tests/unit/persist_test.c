@@ -141,7 +141,7 @@ static struct cma_catalog *relist(struct fixture *fx, size_t n_shared, int64_t n
         {SHARED_SEL, shared_series, n_shared},
         {QUEUE_SEL, queue_series, 2},
     };
-    struct fake_source fs = {answers, 2, 0, 0};
+    struct fake_source fs = {.answers = answers, .n_answers = 2};
     struct cma_backend src = fake_backend(&fs);
     struct cma_catalog *c = NULL;
     struct cma_err err;

@@ -688,7 +688,7 @@ static void test_cma_prom_series__streams_small_chunks(void **state)
     struct cma_err err;
     cma_err_clear(&err);
     assert_int_equal(cma_prom_series(p, "{__name__=~\"DCGM_.*\"}", 1732227811000LL, 1732227871123LL,
-                                     0, series_fn, &seen, &err),
+                                     0, NULL, series_fn, &seen, &err),
                      CMA_OK);
     assert_int_equal(seen.n, 3);
     assert_string_equal(seen.names[0], "DCGM_FI_DEV_GPU_UTIL/1/bert-0");
@@ -712,7 +712,7 @@ static enum cma_errc series_with(const struct cma_fake_answer *a, struct cma_err
     struct cma_prom *p = prom_for(&cfg);
     struct series_seen seen = {0};
     cma_err_clear(err);
-    enum cma_errc rc = cma_prom_series(p, "up", 0, 1000, 0, series_fn, &seen, err);
+    enum cma_errc rc = cma_prom_series(p, "up", 0, 1000, 0, NULL, series_fn, &seen, err);
     assert_int_equal(rc, err->code);
     if (seen_n)
         *seen_n = seen.n;
@@ -781,7 +781,8 @@ static void test_cma_prom_series__caller_stops(void **state)
     size_t calls = 0;
     struct cma_err err;
     cma_err_clear(&err);
-    assert_int_equal(cma_prom_series(p, "up", 0, 0, 0, stop_fn, &calls, &err), CMA_ERR_INTERNAL);
+    assert_int_equal(cma_prom_series(p, "up", 0, 0, 0, NULL, stop_fn, &calls, &err),
+                     CMA_ERR_INTERNAL);
     assert_string_equal(err.msg, "series listing stopped by caller");
     assert_int_equal(calls, 2);
     cma_prom_free(p);

@@ -65,14 +65,21 @@ struct fake_source {
     size_t n_answers;
     int64_t min_start_ms; /* a start before this is refused (checks start = now - maxAge) */
     size_t calls;
+    /* each call's match and tenant (the first 8 calls; tenant NULL: the backend's own) */
+    const char *matches[8];
+    const char *tenants[8];
 };
 
 static inline enum cma_errc fake_list(void *opaque, const char *match, int64_t start_ms,
-                                      int64_t end_ms, cma_series_fn fn, void *fn_ctx,
-                                      struct cma_err *reterr)
+                                      int64_t end_ms, const char *tenant, cma_series_fn fn,
+                                      void *fn_ctx, struct cma_err *reterr)
 {
     struct fake_source *fs = opaque;
     (void)end_ms;
+    if (fs->calls < 8) {
+        fs->matches[fs->calls] = match;
+        fs->tenants[fs->calls] = tenant;
+    }
     fs->calls++;
     if (start_ms < fs->min_start_ms)
         return cma_err_set(reterr, CMA_ERR_BACKEND_ERROR, "start too early");
@@ -118,6 +125,7 @@ static inline struct cma_backend fake_backend(struct fake_source *fs)
  * returns what the callback says; its name is `name`. */
 struct test_stub {
     const char *promql, *match;
+    const char *tenant; /* the last call's (cma_keep.tenant or the series call's) */
     int64_t time_ms, start_ms, end_ms;
     void *keep_ctx, *fn_ctx;
     int calls;
@@ -136,6 +144,7 @@ static inline enum cma_errc test_stub_query(void *ctx, const char *promql, int64
     s->promql = promql;
     s->time_ms = time_ms;
     s->keep_ctx = keep ? keep->ctx : NULL;
+    s->tenant = keep ? keep->tenant : NULL;
     if (s->pause_ms > 0) {
         struct timespec ts = {0, s->pause_ms * 1000000L};
         nanosleep(&ts, NULL);
@@ -147,13 +156,14 @@ static inline enum cma_errc test_stub_query(void *ctx, const char *promql, int64
 }
 
 static inline enum cma_errc test_stub_series(void *ctx, const char *match, int64_t start_ms,
-                                             int64_t end_ms, cma_series_fn fn, void *fn_ctx,
-                                             struct cma_err *reterr)
+                                             int64_t end_ms, const char *tenant, cma_series_fn fn,
+                                             void *fn_ctx, struct cma_err *reterr)
 {
     struct test_stub *s = ctx;
     (void)reterr;
     s->calls++;
     s->match = match;
+    s->tenant = tenant;
     s->start_ms = start_ms;
     s->end_ms = end_ms;
     s->fn_ctx = fn_ctx;
