@@ -46,7 +46,20 @@ struct stub {
     pthread_t last_thread; /* the thread that sent the last query */
     int abandoned;         /* held queries that ended because their call's client had gone */
     struct cma_prom_budget budget;
+    /* queries sent as tenant "shop" answer BODY("2"), as "web" BODY("3") (as a gateway routing
+     * X-Scope-OrgID to different data); other tenants and none: `body` */
+    int tenant_calls; /* queries received with a tenant */
 };
+
+/* The answer for a query sent as `tenant` (see struct stub). */
+static const char *body_for(const struct stub *s, const char *tenant)
+{
+    if (tenant && strcmp(tenant, "shop") == 0)
+        return BODY("2");
+    if (tenant && strcmp(tenant, "web") == 0)
+        return BODY("3");
+    return s->body;
+}
 
 /* Holds the query until released, or until its call's client has gone (as the transport, which
  * aborts a transfer nobody waits for); true in that case. Mutex held. */
@@ -94,6 +107,7 @@ static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
     s->calls++;
     s->inside++;
     s->calls_with_keep += keep != NULL;
+    s->tenant_calls += filter && filter->tenant;
     s->last_thread = pthread_self();
     pthread_cond_broadcast(&s->cv);
     const struct cma_call *call = filter ? filter->call : NULL;
@@ -107,7 +121,7 @@ static enum cma_errc stub_query(void *ctx, const char *promql, int64_t time_ms,
     }
     if (s->clock)
         *s->clock += s->advance_ms;
-    const char *body = s->body;
+    const char *body = body_for(s, filter ? filter->tenant : NULL);
     enum cma_errc fail = s->fail_first == 0 || s->calls <= s->fail_first ? s->fail : CMA_OK;
     bool too_large = s->too_large_unfiltered && !keep;
     s->inside--;
@@ -317,6 +331,7 @@ struct caller {
     const char *promql;
     const char *const *pods;
     const struct cma_call *call; /* the request it serves; NULL = none */
+    const char *tenant;          /* sent as; NULL = none */
     enum cma_errc rc;
     struct cma_err err;
     struct cma_prom_result *result;
@@ -328,9 +343,11 @@ static void *caller_run(void *arg)
     cma_err_clear(&c->err);
     char id[128];
     struct cma_keep filter = {c->pods ? keep_pods : NULL, (void *)c->pods,
-                              c->pods ? pods_id(c->pods, id, sizeof(id)) : NULL, c->call, NULL};
-    c->rc = cma_backend_query(&c->f->backend, c->promql, T0, c->pods || c->call ? &filter : NULL,
-                              &c->result, &c->err);
+                              c->pods ? pods_id(c->pods, id, sizeof(id)) : NULL, c->call,
+                              c->tenant};
+    c->rc =
+        cma_backend_query(&c->f->backend, c->promql, T0,
+                          c->pods || c->call || c->tenant ? &filter : NULL, &c->result, &c->err);
     return NULL;
 }
 
@@ -438,6 +455,72 @@ static void test_cma_backend_cache__different_promql_go_out_separately(void **st
     cma_prom_result_free(c[0].result);
     cma_prom_result_free(c[1].result);
     assert_int_equal(stats_of(&f).n_cached, 2);
+    fixture_done(&f);
+}
+
+/* One query as `tenant`, keeping ONLY_A: its first value (-1 when none). */
+static double tenant_value(struct fixture *f, const char *tenant)
+{
+    char id[128];
+    struct cma_keep filter = {keep_pods, (void *)ONLY_A, pods_id(ONLY_A, id, sizeof(id)), NULL,
+                              tenant};
+    struct cma_prom_result *r = NULL;
+    struct cma_err err = {0};
+    assert_int_equal(cma_backend_query(&f->backend, "sum(up) by (pod)", T0, &filter, &r, &err),
+                     CMA_OK);
+    double v = r->n_samples ? r->samples[0].value : -1;
+    cma_prom_result_free(r);
+    return v;
+}
+
+/* The same PromQL and filter as different tenants are different answers: never one tenant's
+ * cached answer for another (nor for the backend's own tenant); the same tenant is a hit. */
+static void test_cma_backend_cache__tenants_never_share_an_answer(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 5000, 0);
+    assert_true(tenant_value(&f, NULL) == 1);
+    assert_true(tenant_value(&f, "shop") == 2);
+    assert_true(tenant_value(&f, "web") == 3);
+    assert_int_equal(stub_calls(&f.stub), 3);
+    assert_int_equal(f.stub.tenant_calls, 2); /* the tenant reached the backend */
+    assert_int_equal(stats_of(&f).n_cached, 3);
+    assert_true(tenant_value(&f, "shop") == 2); /* cached, per tenant */
+    assert_true(tenant_value(&f, "web") == 3);
+    assert_true(tenant_value(&f, NULL) == 1);
+    assert_int_equal(stub_calls(&f.stub), 3);
+    assert_int_equal(stats_of(&f).hits, 3);
+    fixture_done(&f);
+}
+
+/* Queries in flight are not joined across tenants either (the runner sends the tenant). */
+static void test_cma_backend_cache__tenants_in_flight_go_out_separately(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 0, 0); /* coalescing only */
+    f.stub.hold = true;
+    struct caller c[4];
+    static const char *const tenants[] = {"shop", "web", "shop", NULL};
+    for (size_t i = 0; i < 4; i++) {
+        c[i] = (struct caller){
+            .f = &f, .promql = "sum(up) by (pod)", .pods = ONLY_A, .tenant = tenants[i]};
+        assert_int_equal(pthread_create(&c[i].thread, NULL, caller_run, &c[i]), 0);
+        if (i < 2)
+            stub_wait_inside(&f.stub, (int)i + 1); /* shop and web both in the backend */
+    }
+    stub_release(&f.stub);
+    join_callers(c, 4);
+    double want[] = {2, 3, 2, 1};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(c[i].rc, CMA_OK);
+        assert_int_equal(c[i].result->n_samples, 1);
+        assert_true(c[i].result->samples[0].value == want[i]);
+        cma_prom_result_free(c[i].result);
+    }
+    assert_true(stub_calls(&f.stub) >= 3); /* shop, web and none: at least one each */
+    assert_true(f.stub.tenant_calls >= 2);
     fixture_done(&f);
 }
 
@@ -901,6 +984,8 @@ int main(void)
         cmocka_unit_test(test_cma_backend_cache__concurrent_identical_queries_go_out_once),
         cmocka_unit_test(test_cma_backend_cache__different_filters_go_out_separately),
         cmocka_unit_test(test_cma_backend_cache__different_promql_go_out_separately),
+        cmocka_unit_test(test_cma_backend_cache__tenants_never_share_an_answer),
+        cmocka_unit_test(test_cma_backend_cache__tenants_in_flight_go_out_separately),
         cmocka_unit_test(test_cma_backend_cache__errors_reach_every_waiter_and_are_not_cached),
         cmocka_unit_test(test_cma_backend_cache__a_caller_whose_client_goes_leaves_alone),
         cmocka_unit_test(test_cma_backend_cache__a_short_deadline_fails_only_its_caller),

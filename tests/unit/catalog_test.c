@@ -238,6 +238,38 @@ static void test_cma_discovery_relist__start_is_now_minus_max_age(void **state)
     unload(&fx);
 }
 
+/* A rule sent as a tenant (a MetricRule's on a tenantFromNamespace backend) lists its series on
+ * its own, as that tenant, even when another rule has the same seriesQuery: the two tenants may
+ * see different series. Rules of one tenant and one seriesQuery still share one call. */
+static void test_cma_discovery_relist__a_tenant_lists_on_its_own(void **state)
+{
+    (void)state;
+    struct fixture fx;
+    load(&fx, "");
+    const char *other = "{namespace!=\"\",__name__!~\"^container_.*\"}";
+    size_t last = fx.rules->n_rules - 1;
+    assert_string_equal(fx.rules->rules[last].series_query, other);
+    fx.rules->rules[last].backend.tenant = "shop";
+    const struct fake_series answers[] = {
+        {CONTAINER_SEL, container_series, 3},
+        {other, kube_series, 0},
+    };
+    struct fake_source fs = {.answers = answers, .n_answers = 2};
+    struct cma_backend src = fake_backend(&fs);
+    struct cma_catalog *c = NULL;
+    assert_int_equal(
+        cma_discovery_relist(&src, fx.rules, fx.mapper, 1700000000000, 60000, &c, NULL), CMA_OK);
+    assert_int_equal(fs.calls, 3);
+    assert_string_equal(fs.matches[0], CONTAINER_SEL);
+    assert_null(fs.tenants[0]);
+    assert_string_equal(fs.matches[1], other);
+    assert_null(fs.tenants[1]);
+    assert_string_equal(fs.matches[2], other);
+    assert_string_equal(fs.tenants[2], "shop");
+    cma_catalog_unref(c);
+    unload(&fx);
+}
+
 struct query_case {
     const char *gr;
     bool namespaced;
@@ -741,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_cma_discovery_relist__series_registry_17_entries),
         cmocka_unit_test(test_cma_discovery_relist__provider_10_entries),
         cmocka_unit_test(test_cma_discovery_relist__start_is_now_minus_max_age),
+        cmocka_unit_test(test_cma_discovery_relist__a_tenant_lists_on_its_own),
         cmocka_unit_test(test_cma_query_build__series_registry_queries),
         cmocka_unit_test(test_cma_catalog_attach__first_wins_and_goes_with_the_snapshot),
         cmocka_unit_test(test_cma_catalog_store__keeps_last_published),

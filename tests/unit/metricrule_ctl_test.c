@@ -224,6 +224,47 @@ static void test_metricrule_ctl__refused_specs_and_backends(void **state)
     teardown_fixture(&f);
 }
 
+/* tenantFromNamespace on backend mimir: each MetricRule's rule on it is sent as its namespace;
+ * its rules on the flags' backend (no tenantFromNamespace) and the config's rules are not. */
+static void test_metricrule_ctl__tenant_from_namespace(void **state)
+{
+    (void)state;
+    struct cma_metricrule_ctl_backend_policy pol[2] = {
+        {.allowed = true},
+        {.allowed = true, .tenant_from_namespace = true},
+    };
+    struct fixture f;
+    setup_fixture(&f, pol);
+    struct cma_metricrule objs[] = {
+        obj("shop", "m", "u1", 1, 1,
+            "{\"rules\":[{\"seriesQuery\":\"q_total\",\"backend\":\"mimir\","
+            "\"resources\":{\"template\":\"<<.Resource>>\"},"
+            "\"metricsQuery\":\"sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)\"}],"
+            "\"externalRules\":[{\"seriesQuery\":\"e\",\"backend\":\"mimir\"," EXT_TAIL),
+        obj("web", "flags", "u2", 1, 1, SPEC("w_total")),
+        obj("web", "mimir", "u3", 1, 2,
+            "{\"externalRules\":[{\"seriesQuery\":\"e\",\"backend\":\"mimir\"," EXT_TAIL),
+    };
+    update(&f, objs, 3);
+    const struct cma_ruleset *rs = f.pub.last;
+    assert_non_null(rs);
+    assert_int_equal(rs->n_rules, 3);
+    assert_null(rs->rules[0].owner); /* the config's rule: the backend's own header */
+    assert_null(rs->rules[0].backend.tenant);
+    assert_string_equal(rs->rules[1].owner->namespace_, "shop");
+    assert_int_equal(rs->rules[1].backend.index, 1);
+    assert_string_equal(rs->rules[1].backend.tenant, "shop");
+    assert_string_equal(rs->rules[2].owner->namespace_, "web"); /* on the flags' backend */
+    assert_int_equal(rs->rules[2].backend.index, 0);
+    assert_null(rs->rules[2].backend.tenant);
+    assert_int_equal(rs->n_external_rules, 2);
+    assert_string_equal(rs->external_rules[0].backend.tenant, "shop");
+    assert_string_equal(rs->external_rules[1].backend.tenant, "web");
+    /* the same seriesQuery as two tenants: two listings (their enforced text differs anyway) */
+    assert_string_equal(rs->external_rules[0].series_query, "e{namespace=\"shop\"}");
+    teardown_fixture(&f);
+}
+
 static void test_metricrule_ctl__config_reload_and_lifetime(void **state)
 {
     (void)state;
@@ -510,6 +551,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metricrule_ctl__merge_owner_order_enforced),
         cmocka_unit_test(test_metricrule_ctl__refused_specs_and_backends),
+        cmocka_unit_test(test_metricrule_ctl__tenant_from_namespace),
         cmocka_unit_test(test_metricrule_ctl__config_reload_and_lifetime),
         cmocka_unit_test(test_metricrule_ctl__status_metrics_conflict_no_rewrite),
         cmocka_unit_test(test_metricrule_ctl__limits_rules_and_metrics),

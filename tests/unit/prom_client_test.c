@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -703,6 +704,89 @@ static void test_cma_prom_series__streams_small_chunks(void **state)
     cma_fake_http_stop(s);
 }
 
+/* How many X-Scope-OrgID lines request i carried (any case). */
+static size_t tenant_lines(struct cma_fake_http *s, size_t i)
+{
+    size_t n = 0;
+    for (const char *p = strstr(req_of(s, i)->head, "\r\n"); p; p = strstr(p + 2, "\r\n"))
+        n += strncasecmp(p + 2, "X-Scope-OrgID:", 14) == 0;
+    return n;
+}
+
+/* A call's tenant replaces the configured X-Scope-OrgID (whatever its case) for that call only;
+ * the other headers go as configured, with GET and POST, for queries and series listings. */
+static void test_cma_prom_query_call__tenant_per_call(void **state)
+{
+    (void)state;
+    struct cma_fake_answer a[] = {{.status = 200, .body = vector_body},
+                                  {.status = 200, .body = vector_body},
+                                  {.status = 200, .body = series_body},
+                                  {.status = 200, .body = series_body}};
+    struct cma_fake_http *s = serve(a, 4);
+    char *url = cma_fake_http_url(s, "");
+    const char *headers[] = {"x-scope-orgid=configured", "X-Other=1"};
+    struct cma_prom_config cfg = {.url = url, .headers = headers, .n_headers = 2};
+    struct cma_prom *p = prom_for(&cfg);
+    struct cma_prom_result *r = NULL;
+    struct cma_err err;
+    cma_err_clear(&err);
+    assert_int_equal(cma_prom_query_call(p, "up", 0, NULL, NULL, NULL, "shop", &r, &err), CMA_OK);
+    cma_prom_result_free(r);
+    assert_true(cma_fake_http_has_header(s, 0, "X-Scope-OrgID: shop"));
+    assert_int_equal(tenant_lines(s, 0), 1);
+    assert_true(cma_fake_http_has_header(s, 0, "X-Other: 1"));
+    assert_true(cma_fake_http_has_header(s, 0, "Accept: application/json"));
+    /* the next call without a tenant: the configured header again */
+    assert_int_equal(cma_prom_query_call(p, "up", 0, NULL, NULL, NULL, NULL, &r, &err), CMA_OK);
+    cma_prom_result_free(r);
+    assert_true(cma_fake_http_has_header(s, 1, "X-Scope-OrgID: configured"));
+    assert_int_equal(tenant_lines(s, 1), 1);
+    struct series_seen seen = {0};
+    assert_int_equal(cma_prom_series(p, "up", 0, 1000, 0, "web", series_fn, &seen, &err), CMA_OK);
+    assert_int_equal(seen.n, 3);
+    assert_true(cma_fake_http_has_header(s, 2, "X-Scope-OrgID: web"));
+    assert_int_equal(tenant_lines(s, 2), 1);
+    assert_true(cma_fake_http_has_header(s, 2, "X-Other: 1"));
+    assert_int_equal(cma_prom_series(p, "up", 0, 1000, 0, NULL, series_fn, &seen, &err), CMA_OK);
+    assert_true(cma_fake_http_has_header(s, 3, "X-Scope-OrgID: configured"));
+    /* a tenant that cannot be a header value is refused before anything is sent */
+    assert_int_equal(cma_prom_query_call(p, "up", 0, NULL, NULL, NULL, "a\r\nX-Evil: 1", &r, &err),
+                     CMA_ERR_INTERNAL);
+    assert_non_null(strstr(err.msg, "cannot be sent as X-Scope-OrgID"));
+    cma_err_clear(&err);
+    assert_int_equal(cma_prom_series(p, "up", 0, 1000, 0, "", series_fn, &seen, &err),
+                     CMA_ERR_INTERNAL);
+    assert_int_equal(cma_fake_http_count(s), 4);
+    cma_prom_free(p);
+    free(url);
+    cma_fake_http_stop(s);
+}
+
+/* POST keeps its form headers with a tenant; a client without a tenant header gets one per call. */
+static void test_cma_prom_query_call__tenant_with_post(void **state)
+{
+    (void)state;
+    struct cma_fake_answer a[] = {{.status = 200, .body = vector_body},
+                                  {.status = 200, .body = vector_body}};
+    struct cma_fake_http *s = serve(a, 2);
+    char *url = cma_fake_http_url(s, "");
+    struct cma_prom_config cfg = {.url = url, .use_post = true};
+    struct cma_prom *p = prom_for(&cfg);
+    struct cma_prom_result *r = NULL;
+    assert_int_equal(cma_prom_query_call(p, "up", 0, NULL, NULL, NULL, "team-a", &r, NULL), CMA_OK);
+    cma_prom_result_free(r);
+    assert_true(strncmp(req_of(s, 0)->head, "POST /api/v1/query HTTP", 23) == 0);
+    assert_true(cma_fake_http_has_header(s, 0, "X-Scope-OrgID: team-a"));
+    assert_true(cma_fake_http_has_header(s, 0, "Content-Type: application/x-www-form-urlencoded"));
+    assert_string_equal(req_of(s, 0)->body, "query=up&time=0.000");
+    assert_int_equal(cma_prom_query(p, "up", 0, NULL, NULL, &r, NULL), CMA_OK);
+    cma_prom_result_free(r);
+    assert_int_equal(tenant_lines(s, 1), 0);
+    cma_prom_free(p);
+    free(url);
+    cma_fake_http_stop(s);
+}
+
 static enum cma_errc series_with(const struct cma_fake_answer *a, struct cma_err *err,
                                  size_t *seen_n)
 {
@@ -1078,6 +1162,8 @@ int main(void)
         cmocka_unit_test(test_cma_prom_query__threads_share_one_client),
         cmocka_unit_test(test_cma_prom_new__bad_settings),
         cmocka_unit_test(test_cma_prom_series__streams_small_chunks),
+        cmocka_unit_test(test_cma_prom_query_call__tenant_per_call),
+        cmocka_unit_test(test_cma_prom_query_call__tenant_with_post),
         cmocka_unit_test(test_cma_prom_series__error_answers),
         cmocka_unit_test(test_cma_prom_series__caller_stops),
         cmocka_unit_test(test_cma_kube_list_names__pages_and_rotating_token),
