@@ -96,8 +96,8 @@ struct cma_prom;
  * MetricRules, tenantFromNamespace). A call with a tenant sends `X-Scope-OrgID: <tenant>` and
  * none of the client's own X-Scope-OrgID headers (matched without regard to case); the rest of
  * its headers go as configured. A tenant that is empty, longer than CMA_TENANT_MAX_BYTES or holds
- * a byte outside printable ASCII is refused before anything is sent (CMA_ERR_INTERNAL: callers
- * pass namespace names). */
+ * a byte outside visible ASCII (a space, a control character) is refused before anything is sent
+ * (CMA_ERR_INTERNAL: callers pass namespace names). */
 #define CMA_TENANT_HEADER "X-Scope-OrgID"
 #define CMA_TENANT_MAX_BYTES 253
 

@@ -610,7 +610,7 @@ static enum cma_errc check_tenant(const char *tenant, struct cma_err *reterr)
     if (!ok)
         return cma_err_set(reterr, CMA_ERR_INTERNAL,
                            "tenant \"%.64s\" cannot be sent as " CMA_TENANT_HEADER
-                           ": want 1 to %d printable ASCII characters",
+                           ": want 1 to %d visible ASCII characters",
                            tenant, CMA_TENANT_MAX_BYTES);
     return CMA_OK;
 }
