@@ -58,6 +58,8 @@ static enum cma_errc fixture_query(void *ctx, const char *promql, int64_t time_m
     (void)time_ms;
     fx->queries++;
     snprintf(fx->last_promql, sizeof fx->last_promql, "%s", promql);
+    snprintf(fx->last_tenant, sizeof fx->last_tenant, "%s",
+             keep && keep->tenant ? keep->tenant : "");
     for (size_t i = 0; i < fx->n_replies; i++) {
         if (!strstr(promql, fx->replies[i].promql_part))
             continue;

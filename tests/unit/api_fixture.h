@@ -48,6 +48,7 @@ struct api_fixture {
     const struct api_reply *replies;
     size_t n_replies;
     char last_promql[4096];
+    char last_tenant[64]; /* the last query's cma_keep.tenant; "" when it had none */
     size_t queries;
     struct cma_fake_http *kube_http;
     struct cma_kube *kube;

@@ -518,6 +518,53 @@ static void test_explain__metricrule_rules_named_and_kept_to_their_namespace(voi
     cma_test_api_fixture_free(fx);
 }
 
+/* A MetricRule's rule on a tenantFromNamespace backend (cma_rule_backend.tenant, as the
+ * controller sets it): its query goes with the tenant and explain names it; the config's rule on
+ * the same backend goes without; the why section lists its series as the tenant too. */
+static void test_explain__metricrule_tenant_goes_with_its_queries(void **state)
+{
+    (void)state;
+    static const struct cma_rule_owner ml = {"ml", "queue", "namespace"};
+    struct api_fixture_spec spec = {.config = OWNED_CONFIG,
+                                    .series = OWNED_ANSWERS,
+                                    .n_series = 4,
+                                    .replies = REPLIES,
+                                    .n_replies = 1};
+    struct api_fixture *fx = cma_test_api_fixture_new(&spec);
+    fx->rules->rules[1].owner = &ml;
+    fx->rules->rules[1].backend.tenant = "ml";
+    cma_test_api_fixture_relist(fx);
+    int status = 0;
+    char *r = explain(fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/queue_depth",
+                      &status);
+    has(r, "(tenant ml), instant query at ");
+    assert_string_equal(fx->last_tenant, "ml");
+    free(r);
+    r = explain(fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/cfg_load", &status);
+    assert_null(strstr(r, "(tenant "));
+    assert_string_equal(fx->last_tenant, "");
+    free(r);
+    /* the plain request (no explain) sends the tenant too */
+    char *body = plain_answer(fx,
+                              "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/"
+                              "queue_depth",
+                              &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(fx->last_tenant, "ml");
+    free(body);
+    size_t before = fx->series.calls;
+    r = explain(fx, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/a/nothing_here",
+                &status);
+    assert_int_equal(status, 404);
+    bool listed_as_ml = false;
+    for (size_t i = before; i < fx->series.calls && i < 32; i++)
+        listed_as_ml |= strcmp(fx->series.matches[i], "queue_depth{namespace=\"ml\"}") == 0 &&
+                        strcmp(fx->series.tenants[i], "ml") == 0;
+    assert_true(listed_as_ml);
+    free(r);
+    cma_test_api_fixture_free(fx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -532,6 +579,7 @@ int main(void)
         cmocka_unit_test(test_explain_param__why_counts_only_the_namespace),
         cmocka_unit_test(test_explain__metricrules_of_the_namespace),
         cmocka_unit_test(test_explain__metricrule_rules_named_and_kept_to_their_namespace),
+        cmocka_unit_test(test_explain__metricrule_tenant_goes_with_its_queries),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

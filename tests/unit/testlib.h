@@ -6,6 +6,7 @@
 #define CMA_TESTLIB_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -65,9 +66,10 @@ struct fake_source {
     size_t n_answers;
     int64_t min_start_ms; /* a start before this is refused (checks start = now - maxAge) */
     size_t calls;
-    /* each call's match and tenant (the first 8 calls; tenant NULL: the backend's own) */
-    const char *matches[8];
-    const char *tenants[8];
+    /* copies of each call's match and tenant (the first 32 calls; tenant "": none, the
+     * backend's own) */
+    char matches[32][128];
+    char tenants[32][64];
 };
 
 static inline enum cma_errc fake_list(void *opaque, const char *match, int64_t start_ms,
@@ -76,9 +78,9 @@ static inline enum cma_errc fake_list(void *opaque, const char *match, int64_t s
 {
     struct fake_source *fs = opaque;
     (void)end_ms;
-    if (fs->calls < 8) {
-        fs->matches[fs->calls] = match;
-        fs->tenants[fs->calls] = tenant;
+    if (fs->calls < 32) {
+        snprintf(fs->matches[fs->calls], sizeof(fs->matches[0]), "%s", match);
+        snprintf(fs->tenants[fs->calls], sizeof(fs->tenants[0]), "%s", tenant ? tenant : "");
     }
     fs->calls++;
     if (start_ms < fs->min_start_ms)
