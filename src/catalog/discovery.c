@@ -227,13 +227,18 @@ static const struct cma_rule *flat_rule(const struct cma_ruleset *rules, size_t 
     return i < rules->n_rules ? &rules->rules[i] : &rules->external_rules[i - rules->n_rules];
 }
 
-/* Do two rules list the same series: the same seriesQuery, sent as the same tenant (a
- * MetricRule's namespace on a tenantFromNamespace backend; NULL: the backend's own)? */
-static bool same_listing(const struct cma_rule *r, const struct cma_rule *like)
+/* Are two rules' calls sent as the same tenant (a MetricRule's namespace on a
+ * tenantFromNamespace backend; NULL: the backend's own)? Two tenants may see different series. */
+static bool same_tenant(const struct cma_rule *r, const struct cma_rule *like)
 {
     const char *a = r->backend.tenant, *t = like->backend.tenant;
-    return strcmp(r->series_query, like->series_query) == 0 &&
-           (a == t || (a && t && strcmp(a, t) == 0));
+    return a == t || (a && t && strcmp(a, t) == 0);
+}
+
+/* Do two rules list the same series: the same seriesQuery, sent as the same tenant? */
+static bool same_listing(const struct cma_rule *r, const struct cma_rule *like)
+{
+    return strcmp(r->series_query, like->series_query) == 0 && same_tenant(r, like);
 }
 
 /* Collects the rules of backend b (custom, then external, in config order) that list the same
@@ -387,8 +392,9 @@ static bool same_resources(const struct cma_config_resources *a,
 }
 
 /* True when rule b turns a backend's series into the same entries as rule a: same kind, same
- * backend, same seriesQuery, seriesFilters, name and resources (metricsQuery and the rest may
- * differ: they act when a request is served, by the rule the entry carries). */
+ * backend, same seriesQuery sent as the same tenant, seriesFilters, name and resources
+ * (metricsQuery and the rest may differ: they act when a request is served, by the rule the entry
+ * carries). */
 static bool lists_alike(const struct cma_rule *a, const struct cma_rule *b)
 {
     const struct cma_config_rule *x = a->cfg, *y = b->cfg;
@@ -396,10 +402,9 @@ static bool lists_alike(const struct cma_rule *a, const struct cma_rule *b)
                *ob = b->owner ? b->owner->namespace_ : NULL;
     if (oa != ob && (!oa || !ob || strcmp(oa, ob) != 0))
         return false;
-    return a->kind == b->kind && a->backend.index == b->backend.index &&
-           strcmp(a->series_query, b->series_query) == 0 && same_filters(x, y) &&
-           same_str(&x->name_matches, &y->name_matches) && same_str(&x->name_as, &y->name_as) &&
-           same_resources(&x->resources, &y->resources);
+    return a->kind == b->kind && a->backend.index == b->backend.index && same_listing(a, b) &&
+           same_filters(x, y) && same_str(&x->name_matches, &y->name_matches) &&
+           same_str(&x->name_as, &y->name_as) && same_resources(&x->resources, &y->resources);
 }
 
 /* The rule of `rules` an entry of `rule` (from the snapshot serving now) is carried over to:
