@@ -9,10 +9,9 @@
  * handles, and a copy of each without X-Scope-OrgID: a call with a tenant (a MetricRule's
  * namespace, tenantFromNamespace) sends one stack node with its own X-Scope-OrgID in front of
  * that copy, so per-tenant calls need no allocation and no lock. Credentials (CA, client
- * certificate and key, bearer token, basic auth) are a struct cma_creds (credentials.c) merged from
- * the explicit flags and --prometheus-auth-config /
- * --prometheus-auth-incluster (make_creds: the precedence is written there and in
- * docs/configuration.md). The transfer itself (a pooled handle, the current credentials, TLS,
+ * certificate and key, bearer token, basic auth) are a struct cma_creds (credentials.c) merged
+ * from the explicit flags and --prometheus-auth-config / --prometheus-auth-incluster
+ * (make_creds: the precedence is written there and in docs/configuration.md). The transfer itself (a pooled handle, the current credentials, TLS,
  * timeouts, the transport-failure mapping, the report of each request) is transport.c's, the
  * same as kube.c's; this file builds the URL and form, picks GET or POST, and decodes the body
  * as it streams. The mutable members are the byte budget (atomics) that query decoders charge
