@@ -11,12 +11,12 @@
  * that copy, so per-tenant calls need no allocation and no lock. Credentials (CA, client
  * certificate and key, bearer token, basic auth) are a struct cma_creds (credentials.c) merged
  * from the explicit flags and --prometheus-auth-config / --prometheus-auth-incluster
- * (make_creds: the precedence is written there and in docs/configuration.md). The transfer itself (a pooled handle, the current credentials, TLS,
- * timeouts, the transport-failure mapping, the report of each request) is transport.c's, the
- * same as kube.c's; this file builds the URL and form, picks GET or POST, and decodes the body
- * as it streams. The mutable members are the byte budget (atomics) that query decoders charge
- * what they keep to, and the credentials (their own mutex).
- * Ceilings on a query answer, checked as early as they can be: Content-Length over
+ * (make_creds: the precedence is written there and in docs/configuration.md). The transfer itself
+ * (a pooled handle, the current credentials, TLS, timeouts, the transport-failure mapping, the
+ * report of each request) is transport.c's, the same as kube.c's; this file builds the URL and
+ * form, picks GET or POST, and decodes the body as it streams. The mutable members are the byte
+ * budget (atomics) that query decoders charge what they keep to, and the credentials (their own
+ * mutex). Ceilings on a query answer, checked as early as they can be: Content-Length over
  * max_response_bytes before the first byte is decoded; the streamed bytes as they arrive; the
  * kept series against the budget as each one is kept (query_stream.c).
  * Error mapping, in this order: our write callback stopped the transfer (body over the ceiling,
