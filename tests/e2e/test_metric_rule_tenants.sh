@@ -17,6 +17,7 @@
 # namespace as tenant (and restricted to that namespace), every call of the config's rule with the
 # configured tenant, and series listings and queries of all three tenants.
 # asan: yes
+# shellcheck disable=SC2119 # stop_adapter is called without its optional timeout
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh
