@@ -8,7 +8,8 @@
 #   - an accepted MetricRule's status: observedGeneration, Accepted True, metrics [team_queue];
 #     a new generation moves observedGeneration;
 #   - a broken one: InvalidSpec naming spec.rules[0].metricsQuery and line:column;
-#   - a conflict with the config file's rule: Conflict naming the config file:line:column;
+#   - a conflict with the config file's rule: Conflict naming the config file:line:column; one
+#     between two MetricRules of a namespace: Conflict naming the older MetricRule;
 #   - no write when nothing changed: the number of writes across a forced relist (410) stays;
 #   - --metric-rules-namespace-selector over the Namespaces' labels: billing (its label does not
 #     match) is NamespaceNotAllowed and its metric is not served, web's and shop's are. The fake
@@ -18,6 +19,7 @@
 #   - --metric-rules-max-concurrent-queries 1: while one of shop's queries is held by the backend,
 #     another of shop's gets a 429 Status with Retry-After, and web's is answered.
 # asan: yes
+# shellcheck disable=SC2119 # stop_adapter is called without its optional timeout
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh
@@ -230,6 +232,13 @@ t_ok "web/c (the newest of three): TooManyRules" wait_reason web c TooManyRules
 t_ok "web's web_a served" wait_values "$G/namespaces/web/pods/front-0/web_a" "front-0 7"
 t_eq "web's web_c not served" "HTTP 404" "$(values "$G/namespaces/web/pods/front-0/web_c")"
 
+# ---- a conflict between two MetricRules: the older (a; same second: by name) wins -------------
+apply web b "$(spec_queue web_a " * 100")"
+t_ok "web/b now also defines web_a: Conflict written" wait_reason web b Conflict
+t_json "web/b: the winner is MetricRule web/a" "$(object web b)" \
+  '.status | "\(.conditions[0].message)|\(.metrics | length)"' "namespaces/web_a is served by MetricRule web/a|0"
+t_eq "web_a keeps web/a's values" "front-0 7" "$(values "$G/namespaces/web/pods/front-0/web_a")"
+
 # ---- no write when nothing changed, across a relist -------------------------------------------
 wait_reason shop queue Accepted
 before=$(writes)
@@ -267,5 +276,11 @@ t_eq "web's query meanwhile: answered" "front-0 7" "$(values "$G/namespaces/web/
 wait "$held_pid"
 t_eq "the held query was answered" "200" "$(cat "$CMA_TMP/held.status")"
 t_ok "shop's slot is free again" wait_values "$G/namespaces/shop/pods/orders-0/team_queue" "orders-0 6"
+
+# the status thread stops with the adapter (under ASan: no leak, no error at exit)
+stop_adapter
+t_eq "the adapter stops cleanly" 0 "$?"
+t_eq "no sanitizer report in the adapter's log" "0" \
+  "$(grep -c 'Sanitizer\|runtime error' "$ADAPTER_LOG")"
 
 t_summary
