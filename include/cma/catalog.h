@@ -80,6 +80,18 @@ size_t cma_catalog_count_external(const struct cma_catalog *c);
 const struct cma_catalog_entry *cma_catalog_entry_at(const struct cma_catalog *c, size_t i);
 /* The i-th external entry, NULL past the end. */
 const struct cma_catalog_entry *cma_catalog_external_at(const struct cma_catalog *c, size_t i);
+/* A key two MetricRules of one namespace both served: `rule` (the earlier in the ruleset, so the
+ * newer MetricRule) lost it; the entry of the key (cma_catalog_lookup_owner with the rule's
+ * owner namespace) names the winner. The MetricRule controller reports it as a Conflict. */
+struct cma_catalog_loss {
+    const struct cma_api_resource *resource; /* NULL: external */
+    bool namespaced;
+    char *metric;
+    const struct cma_rule *rule;
+};
+size_t cma_catalog_lost_count(const struct cma_catalog *c);
+/* The i-th loss (custom then external), NULL past the end. */
+const struct cma_catalog_loss *cma_catalog_lost_at(const struct cma_catalog *c, size_t i);
 struct cma_restmapper *cma_catalog_mapper(const struct cma_catalog *c); /* borrowed */
 /* The ruleset the entries' rules point into: the snapshot holds a reference to it, so a config
  * reload never frees the rules of a snapshot a request still uses. Attach it (a new reference;

@@ -131,10 +131,9 @@ enum cma_errc cma_metricrule_ctl_outcomes(struct cma_metricrule_ctl *c,
 void cma_metricrule_ctl_outcomes_free(struct cma_metricrule_ctl_outcome *o, size_t n);
 
 /* Reads `cat` (discovery's snapshot): when it was built from the last merge, each merged
- * MetricRule's metrics are the catalog entries its rules serve, minus those the config files'
- * entry of the same resource and metric takes (reason Conflict naming that rule's
- * file:line:column; a metric lost to an older MetricRule of the namespace is not in the catalog,
- * so it is only missing from the loser's metrics, not reported); the counts then re-run the limits,
+ * MetricRule's metrics are the catalog entries its rules serve, minus those a winner takes (the
+ * config files' entry of the same resource and metric, or an older MetricRule of the namespace,
+ * cma_catalog_lost_at: reason Conflict naming it); the counts then re-run the limits,
  * and a new merge is published when a MetricRule is admitted or left out. *ret_current: cat was
  * built from the last merge. The status thread calls it; tests too. */
 enum cma_errc cma_metricrule_ctl_observe(struct cma_metricrule_ctl *c,

@@ -31,6 +31,10 @@ struct entry_table {
     size_t n, cap;
     struct cma_htab index; /* by (resource, namespaced, metric) */
     bool external;         /* keys: metric only, case-insensitive */
+    /* entries a rule of another MetricRule of the same namespace took over (the loser: the
+     * earlier rule in the ruleset, as later rules win); consecutive repeats are kept once */
+    struct cma_catalog_loss *lost;
+    size_t n_lost, cap_lost;
 };
 
 struct cma_catalog_builder {
@@ -117,8 +121,39 @@ static void table_done(struct entry_table *t)
         free(t->items[i].series);
     }
     free(t->items);
+    for (size_t i = 0; i < t->n_lost; i++)
+        free(t->lost[i].metric);
+    free(t->lost);
     cma_htab_done(&t->index);
     memset(t, 0, sizeof(*t));
+}
+
+/* When e->rule and rule belong to two MetricRules, records that e's key is lost by the earlier of
+ * the two rules. */
+static enum cma_errc table_lose(struct entry_table *t, const struct cma_catalog_entry *e,
+                                const struct cma_rule *rule)
+{
+    if (!e->rule || !rule || !e->rule->owner || !rule->owner || e->rule->owner == rule->owner)
+        return CMA_OK;
+    const struct cma_rule *loser = e->rule->index < rule->index ? e->rule : rule;
+    if (t->n_lost) {
+        const struct cma_catalog_loss *l = &t->lost[t->n_lost - 1];
+        if (l->rule == loser && l->resource == e->resource && strcmp(l->metric, e->metric) == 0)
+            return CMA_OK;
+    }
+    if (t->n_lost == t->cap_lost) {
+        size_t cap = t->cap_lost ? t->cap_lost * 2 : 8;
+        struct cma_catalog_loss *v = realloc(t->lost, cap * sizeof(*v));
+        if (!v)
+            return CMA_ERR_NOMEM;
+        t->lost = v;
+        t->cap_lost = cap;
+    }
+    char *m = strdup(e->metric);
+    if (!m)
+        return CMA_ERR_NOMEM;
+    t->lost[t->n_lost++] = (struct cma_catalog_loss){e->resource, e->namespaced, m, loser};
+    return CMA_OK;
 }
 
 static enum cma_errc table_put(struct entry_table *t, const struct cma_api_resource *res,
@@ -139,6 +174,10 @@ static enum cma_errc table_put(struct entry_table *t, const struct cma_api_resou
         return CMA_ERR_NOMEM;
     if (*slot) { /* later rules and series win, as upstream */
         struct cma_catalog_entry *e = &t->items[*slot - 1];
+        if (table_lose(t, e, rule) != CMA_OK) {
+            free(s);
+            return CMA_ERR_NOMEM;
+        }
         free(e->series);
         e->series = s;
         e->rule = rule;
@@ -307,6 +346,19 @@ const struct cma_catalog_entry *cma_catalog_entry_at(const struct cma_catalog *c
 const struct cma_catalog_entry *cma_catalog_external_at(const struct cma_catalog *c, size_t i)
 {
     return i < c->external.n ? &c->external.items[i] : NULL;
+}
+
+size_t cma_catalog_lost_count(const struct cma_catalog *c)
+{
+    return c->custom.n_lost + c->external.n_lost;
+}
+
+const struct cma_catalog_loss *cma_catalog_lost_at(const struct cma_catalog *c, size_t i)
+{
+    if (i < c->custom.n_lost)
+        return &c->custom.lost[i];
+    i -= c->custom.n_lost;
+    return i < c->external.n_lost ? &c->external.lost[i] : NULL;
 }
 
 struct cma_restmapper *cma_catalog_mapper(const struct cma_catalog *c)

@@ -659,6 +659,27 @@ static enum cma_errc see_entry(const struct cma_metricrule_ctl *c, const struct 
     return winner_message(what, w->rule, &seen[i].conflict);
 }
 
+/* A key the MetricRule of l->rule lost to another MetricRule of its namespace: a Conflict naming
+ * the one serving it (the entry's owner). */
+static enum cma_errc see_loss(const struct cma_metricrule_ctl *c, const struct cma_catalog *cat,
+                              struct seen *seen, const struct cma_catalog_loss *l)
+{
+    const struct cma_rule_owner *o = l->rule ? l->rule->owner : NULL;
+    if (!o)
+        return CMA_OK;
+    size_t i = part_index(c, o->namespace_, o->name);
+    if (i == c->n_parts || &c->parts[i]->owner != o || seen[i].conflict)
+        return CMA_OK;
+    const struct cma_catalog_entry *w =
+        cma_catalog_lookup_owner(cat, l->resource, l->namespaced, l->metric, o->namespace_);
+    if (!w || !w->rule || !w->rule->owner || w->rule->owner == o)
+        return CMA_OK;
+    char what[512];
+    snprintf(what, sizeof(what), "%s/%s", l->resource ? l->resource->resource : "external",
+             l->metric);
+    return winner_message(what, w->rule, &seen[i].conflict);
+}
+
 /* Moves what was seen into the merged parts: sorted, once each. */
 static void seen_apply(struct cma_metricrule_ctl *c, struct seen *seen)
 {
@@ -700,6 +721,8 @@ static enum cma_errc read_catalog(struct cma_metricrule_ctl *c, const struct cma
         rc = see_entry(c, cat, seen, cma_catalog_entry_at(cat, i));
     for (size_t i = 0; rc == CMA_OK && i < cma_catalog_count_external(cat); i++)
         rc = see_entry(c, cat, seen, cma_catalog_external_at(cat, i));
+    for (size_t i = 0; rc == CMA_OK && i < cma_catalog_lost_count(cat); i++)
+        rc = see_loss(c, cat, seen, cma_catalog_lost_at(cat, i));
     if (rc == CMA_OK)
         seen_apply(c, seen);
     for (size_t i = 0; i < c->n_parts; i++)

@@ -214,8 +214,8 @@ enum cma_errc cma_kube_new_from_conn(const struct cma_kube_conn *conn, int64_t t
         rc =
             header_list(&k->post_json, ACCEPT_JSON, "Content-Type: application/json", host, reterr);
     if (rc == CMA_OK)
-        rc = header_list(&k->merge_patch, ACCEPT_JSON,
-                         "Content-Type: application/merge-patch+json", host, reterr);
+        rc = header_list(&k->merge_patch, ACCEPT_JSON, "Content-Type: application/merge-patch+json",
+                         host, reterr);
     free(host);
     if (rc != CMA_OK) {
         cma_kube_free(k);
@@ -763,7 +763,11 @@ enum cma_errc cma_kube_request(struct cma_kube *k, const char *method, const cha
 {
     bool patch = strcmp(method, "PATCH") == 0;
     bool post = patch || strcmp(method, "POST") == 0;
-    return kube_call(k, patch ? "PATCH" : post ? "POST" : "GET", path,
+    return kube_call(k,
+                     patch  ? "PATCH"
+                     : post ? "POST"
+                            : "GET",
+                     path,
                      patch  ? k->merge_patch
                      : post ? k->post_json
                             : k->accept_json,

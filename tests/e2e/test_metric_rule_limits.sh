@@ -8,7 +8,8 @@
 #   - an accepted MetricRule's status: observedGeneration, Accepted True, metrics [team_queue];
 #     a new generation moves observedGeneration;
 #   - a broken one: InvalidSpec naming spec.rules[0].metricsQuery and line:column;
-#   - a conflict with the config file's rule: Conflict naming the config file:line:column;
+#   - a conflict with the config file's rule: Conflict naming the config file:line:column; one
+#     between two MetricRules of a namespace: Conflict naming the older MetricRule;
 #   - no write when nothing changed: the number of writes across a forced relist (410) stays;
 #   - --metric-rules-namespace-selector over the Namespaces' labels: billing (its label does not
 #     match) is NamespaceNotAllowed and its metric is not served, web's and shop's are. The fake
@@ -18,6 +19,7 @@
 #   - --metric-rules-max-concurrent-queries 1: while one of shop's queries is held by the backend,
 #     another of shop's gets a 429 Status with Retry-After, and web's is answered.
 # asan: yes
+# shellcheck disable=SC2119 # stop_adapter is called without its optional timeout
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/lib/common.sh
 source tests/lib/common.sh
@@ -60,62 +62,20 @@ rules:
   metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)
 EOF
 
-# a proxy in front of Prometheus: logs each query; holds those naming slowpoke for 6 s
-PROXY_PY="$CMA_TMP/slow_proxy.py"
-cat >"$PROXY_PY" <<'EOF'
-import json, os, sys, threading, time, urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
-upstream, port_file, log_path = sys.argv[1], sys.argv[2], sys.argv[3]
-lock = threading.Lock()
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a):
-        pass
-    def handle_any(self, body):
-        form = parse_qs(urlsplit(self.path).query)
-        if body:
-            for k, v in parse_qs(body.decode()).items():
-                form.setdefault(k, []).extend(v)
-        query = " ".join(form.get("query", []))
-        with lock, open(log_path, "a") as f:
-            f.write(json.dumps({"query": query}) + "\n")
-        if "slowpoke" in query:
-            time.sleep(6)
-        req = urllib.request.Request(upstream + self.path, data=body or None, method=self.command)
-        if body:
-            req.add_header("Content-Type", self.headers.get("Content-Type", ""))
-        try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                status, ctype, data = r.status, r.headers.get("Content-Type", ""), r.read()
-        except urllib.error.HTTPError as e:
-            status, ctype, data = e.code, e.headers.get("Content-Type", ""), e.read()
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-    def do_GET(self):
-        self.handle_any(b"")
-    def do_POST(self):
-        self.handle_any(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-with open(port_file + ".tmp", "w") as f:
-    f.write(str(srv.server_address[1]))
-os.rename(port_file + ".tmp", port_file)
-srv.serve_forever()
-EOF
-
 if ! start_prometheus "$OM" || ! start_fake_kube "$PODS" --metric-rules deploy/components/metric-rules/crd.yaml; then
   t_fail "start Prometheus and the fake kube-apiserver"
   t_summary
   exit 1
 fi
 QLOG="$CMA_TMP/backend-queries.jsonl"
-: >"$QLOG"
-_cma_spawn "$CMA_TMP/proxy.log" python3 -u "$PROXY_PY" "$PROM_URL" "$CMA_TMP/proxy.port" "$QLOG"
-for _ in $(seq 1 100); do [ -s "$CMA_TMP/proxy.port" ] && break; sleep 0.1; done
-PROM_URL="http://127.0.0.1:$(cat "$CMA_TMP/proxy.port")"
+# every query and series request the adapter sends, logged by a proxy in front of Prometheus
+# (tests/lib/query_log_proxy.py); it holds the queries naming slowpoke for 6 s
+if ! start_query_log_proxy "$PROM_URL" "$QLOG" --hold slowpoke 6; then
+  t_fail "start the query-logging proxy"
+  t_summary
+  exit 1
+fi
+PROM_URL=$QUERY_PROXY_URL
 
 kube_control() { curl -s --max-time 10 --cacert "$KUBE_CA" -H "Authorization: Bearer fake-admin" "$@"; }
 BASE="$KUBE_URL/apis/metrics.custom-metrics-adapter.dev/v1alpha1"
@@ -230,6 +190,13 @@ t_ok "web/c (the newest of three): TooManyRules" wait_reason web c TooManyRules
 t_ok "web's web_a served" wait_values "$G/namespaces/web/pods/front-0/web_a" "front-0 7"
 t_eq "web's web_c not served" "HTTP 404" "$(values "$G/namespaces/web/pods/front-0/web_c")"
 
+# ---- a conflict between two MetricRules: the older (a; same second: by name) wins -------------
+apply web b "$(spec_queue web_a " * 100")"
+t_ok "web/b now also defines web_a: Conflict written" wait_reason web b Conflict
+t_json "web/b: the winner is MetricRule web/a" "$(object web b)" \
+  '.status | "\(.conditions[0].message)|\(.metrics | length)"' "namespaces/web_a is served by MetricRule web/a|0"
+t_eq "web_a keeps web/a's values" "front-0 7" "$(values "$G/namespaces/web/pods/front-0/web_a")"
+
 # ---- no write when nothing changed, across a relist -------------------------------------------
 wait_reason shop queue Accepted
 before=$(writes)
@@ -267,5 +234,11 @@ t_eq "web's query meanwhile: answered" "front-0 7" "$(values "$G/namespaces/web/
 wait "$held_pid"
 t_eq "the held query was answered" "200" "$(cat "$CMA_TMP/held.status")"
 t_ok "shop's slot is free again" wait_values "$G/namespaces/shop/pods/orders-0/team_queue" "orders-0 6"
+
+# the status thread stops with the adapter (under ASan: no leak, no error at exit)
+stop_adapter
+t_eq "the adapter stops cleanly" 0 "$?"
+t_eq "no sanitizer report in the adapter's log" "0" \
+  "$(grep -c 'Sanitizer\|runtime error' "$ADAPTER_LOG")"
 
 t_summary

@@ -63,63 +63,21 @@ rules:
   metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)
 EOF
 
-# ---- a logging proxy in front of Prometheus: every query and series request, with its form ----
-PROXY_PY="$CMA_TMP/query_log_proxy.py"
-cat >"$PROXY_PY" <<'EOF'
-import json, sys, threading, urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
-upstream, port_file, log_path = sys.argv[1], sys.argv[2], sys.argv[3]
-lock = threading.Lock()
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a):
-        pass
-    def handle_any(self, body):
-        u = urlsplit(self.path)
-        form = parse_qs(u.query)
-        if body:
-            for k, v in parse_qs(body.decode()).items():
-                form.setdefault(k, []).extend(v)
-        with lock, open(log_path, "a") as f:
-            f.write(json.dumps({"path": u.path, "query": form.get("query", []),
-                                "match": form.get("match[]", [])}) + "\n")
-        req = urllib.request.Request(upstream + self.path, data=body or None, method=self.command)
-        if body:
-            req.add_header("Content-Type", self.headers.get("Content-Type", ""))
-        try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                status, ctype, data = r.status, r.headers.get("Content-Type", ""), r.read()
-        except urllib.error.HTTPError as e:
-            status, ctype, data = e.code, e.headers.get("Content-Type", ""), e.read()
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-    def do_GET(self):
-        self.handle_any(b"")
-    def do_POST(self):
-        self.handle_any(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-with open(port_file + ".tmp", "w") as f:
-    f.write(str(srv.server_address[1]))
-import os
-os.rename(port_file + ".tmp", port_file)
-srv.serve_forever()
-EOF
-
 if ! start_prometheus "$OM" || ! start_fake_kube "$PODS" --metric-rules deploy/components/metric-rules/crd.yaml; then
   t_fail "start Prometheus and the fake kube-apiserver"
   t_summary
   exit 1
 fi
 QLOG="$CMA_TMP/backend-queries.jsonl"
-: >"$QLOG"
-_cma_spawn "$CMA_TMP/proxy.log" python3 -u "$PROXY_PY" "$PROM_URL" "$CMA_TMP/proxy.port" "$QLOG"
-for _ in $(seq 1 100); do [ -s "$CMA_TMP/proxy.port" ] && break; sleep 0.1; done
+# every query and series request the adapter sends, logged by a proxy in front of Prometheus
+# (tests/lib/query_log_proxy.py)
+if ! start_query_log_proxy "$PROM_URL" "$QLOG"; then
+  t_fail "start the query-logging proxy"
+  t_summary
+  exit 1
+fi
 REAL_PROM_URL=$PROM_URL
-PROM_URL="http://127.0.0.1:$(cat "$CMA_TMP/proxy.port")"
+PROM_URL=$QUERY_PROXY_URL
 # A named backend (the same proxy) that MetricRules of web may use, and no other namespace's.
 cat >>"$CONFIG" <<EOF
 backends:

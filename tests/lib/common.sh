@@ -611,6 +611,20 @@ _cma_start_with_port_file() {
   _cma_wait_ready "$name" "$_CMA_SPAWNED" "$log" "http://127.0.0.1:$_CMA_PORT$ready"
 }
 
+# start_query_log_proxy UPSTREAM_URL LOG [--hold SUBSTRING SECONDS]: starts tests/lib/
+# query_log_proxy.py in front of UPSTREAM_URL (a Prometheus): it forwards every request and appends
+# its PromQL to LOG ({"path", "query": [...], "match": [...]} a line); --hold delays the queries
+# that contain SUBSTRING. Exports QUERY_PROXY_URL and QUERY_PROXY_PID.
+start_query_log_proxy() {
+  local upstream=$1 log=$2 dir
+  shift 2
+  dir=$(mktemp -d "$CMA_TMP/query-proxy.XXXX")
+  : >"$log"
+  _cma_start_with_port_file query-log-proxy "$dir/proxy.log" "$dir/port" /-/ready \
+    python3 -u "$CMA_LIB/query_log_proxy.py" "$upstream" "$dir/port" "$log" "$@" || return 1
+  export QUERY_PROXY_URL="http://127.0.0.1:$_CMA_PORT" QUERY_PROXY_PID=$_CMA_SPAWNED
+}
+
 # start_auth_proxy UPSTREAM_URL [AUTH_PROXY_FLAGS...]: starts tests/lib/auth_proxy.py (Mimir's
 # authenticating query path: prefix /prometheus, basic auth or bearer token, X-Scope-OrgID) in
 # front of UPSTREAM_URL. Flags: --basic-user U --basic-password P | --bearer-token T, --org-id ID.

@@ -5,7 +5,8 @@
  * refused specs and backends reported as outcomes, a config reload re-merging, and a merged
  * ruleset outliving the controller. The status path: the metrics each MetricRule serves read from
  * a catalog of the current merge only, a Conflict naming the config rule's file:line:column, no
- * status to write once the stored one says the same; the limits (TooManyRules, TooManyMetrics
+ * status to write once the stored one says the same; a metric lost to an older MetricRule a
+ * Conflict naming it; the limits (TooManyRules, TooManyMetrics
  * from discovery's counts, kept while left out); the namespace selector over a watch cache of
  * Namespaces (nothing served nor reported before it is synced, a label change picked up). */
 #include <setjmp.h>
@@ -546,6 +547,37 @@ static void test_metricrule_ctl__namespace_selector(void **state)
     cma_objcache_free(nsc);
 }
 
+static void test_metricrule_ctl__conflict_between_metricrules(void **state)
+{
+    (void)state;
+    struct fixture f;
+    setup_with(&f, NULL, NULL, (struct cma_metricrule_limits){0, 0});
+    struct cma_metricrule objs[] = {
+        obj("shop", "new", "u1", 1, 3000, SPEC("q_total")),
+        obj("shop", "old", "u2", 1, 1000, SPEC("q_total")),
+    };
+    update(&f, objs, 2);
+    struct cma_restmapper *m = test_mapper(test_resources_default, 8);
+    /* the series of both come in turns: the older MetricRule's rule (later) keeps the entry */
+    const char *owners[] = {"new", "old", "new", "old"}, *metrics[] = {"q", "q", "q", "q"};
+    struct cma_catalog *cat = catalog_of(&f, m, owners, metrics, 4);
+    assert_int_equal(cma_catalog_lost_count(cat), 1);
+    observe(&f, cat, true);
+    struct cma_metricrule_ctl_status *st = NULL;
+    assert_int_equal(statuses(&f, objs, 2, &st), 2);
+    assert_string_equal(st[0].name, "new");
+    assert_non_null(strstr(st[0].json, "\"reason\":\"Conflict\""));
+    assert_non_null(strstr(st[0].json, "pods/q is served by MetricRule shop/old"));
+    assert_non_null(strstr(st[0].json, "\"metrics\":[]"));
+    assert_string_equal(st[1].name, "old");
+    assert_non_null(strstr(st[1].json, "\"reason\":\"Accepted\""));
+    assert_non_null(strstr(st[1].json, "\"metrics\":[\"q\"]"));
+    cma_metricrule_ctl_statuses_free(st, 2);
+    cma_catalog_unref(cat);
+    cma_restmapper_unref(m);
+    teardown_fixture(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -556,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_metricrule_ctl__status_metrics_conflict_no_rewrite),
         cmocka_unit_test(test_metricrule_ctl__limits_rules_and_metrics),
         cmocka_unit_test(test_metricrule_ctl__namespace_selector),
+        cmocka_unit_test(test_metricrule_ctl__conflict_between_metricrules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

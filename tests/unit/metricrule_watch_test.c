@@ -83,7 +83,11 @@ static void test_cma_metricrule_watch__events_in_order(void **state)
     struct cma_metricrule_watch *w = fed();
     uint64_t before = cma_metricrule_watch_changes(w);
     event(w, "{\"type\":\"ADDED\",\"object\":" MR("dev", "c", "11", "1", SPEC_A) "}", true);
-    event(w, "{\"type\":\"MODIFIED\",\"object\":" MR("shop", "b", "12", "2", SPEC_A) "}", true);
+    event(w,
+          "{\"type\":\"MODIFIED\",\"object\":" MR(
+              "shop", "b", "12", "2",
+              SPEC_A ",\"status\":{\"observedGeneration\":2,\"metrics\":[]}") "}",
+          true);
     event(w, "{\"type\":\"DELETED\",\"object\":" MR("bank", "a", "13", "1", SPEC_A) "}", true);
     event(w, "{\"type\":\"DELETED\",\"object\":" MR("bank", "zz", "14", "1", SPEC_A) "}", true);
     event(w,
@@ -103,6 +107,9 @@ static void test_cma_metricrule_watch__events_in_order(void **state)
     assert_int_equal(o[1].generation, 2);
     assert_string_equal(o[1].resource_version, "12");
     assert_string_equal(o[1].spec_json, SPEC_A);
+    /* the status as the server sent it, compact, keys in its order; "" without one */
+    assert_string_equal(o[1].status_json, "{\"observedGeneration\":2,\"metrics\":[]}");
+    assert_string_equal(o[0].status_json, "");
     cma_metricrules_free(o, n);
     cma_metricrule_watch_free(w);
 }
