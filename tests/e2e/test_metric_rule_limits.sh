@@ -17,7 +17,9 @@
 #     whose labels differ (a label change is covered by metricrule_ctl_test);
 #   - --metric-rules-max-per-namespace 2: the newest of three is TooManyRules, not served;
 #   - --metric-rules-max-concurrent-queries 1: while one of shop's queries is held by the backend,
-#     another of shop's gets a 429 Status with Retry-After, and web's is answered.
+#     another of shop's gets a 429 Status with Retry-After, and web's is answered;
+#   - --metric-rules-max-query-timeout: the held query, answered 200 under the default 30 s, ends
+#     with a 504 Status once the adapter runs with a 2 s limit.
 # asan: yes
 # shellcheck disable=SC2119 # stop_adapter is called without its optional timeout
 cd "$(dirname "$0")/../.." || exit 1
@@ -234,6 +236,24 @@ t_eq "web's query meanwhile: answered" "front-0 7" "$(values "$G/namespaces/web/
 wait "$held_pid"
 t_eq "the held query was answered" "200" "$(cat "$CMA_TMP/held.status")"
 t_ok "shop's slot is free again" wait_values "$G/namespaces/shop/pods/orders-0/team_queue" "orders-0 6"
+
+# ---- the query time a MetricRule may use: --metric-rules-max-query-timeout ------------------------
+# Above, the held query (6 s at the backend) was answered 200 within the default 30 s. The same
+# adapter restarted with a 2 s limit: the same request ends before the backend answers.
+stop_adapter >/dev/null 2>&1
+start_adapter "$CONFIG" --enable-metric-rules \
+  '--metric-rules-namespace-selector=kubernetes.io/metadata.name in (shop,web)' \
+  --metric-rules-max-per-namespace=2 --metric-rules-max-concurrent-queries=1 \
+  --metric-rules-max-query-timeout=2s || {
+  t_fail "restart the adapter with --metric-rules-max-query-timeout=2s"
+  t_summary
+  exit 1
+}
+t_ok "web's MetricRule is served again after the restart" wait_values "$G/namespaces/web/pods/front-0/web_a" "front-0 7"
+code=$(curl -s --max-time 30 --cacert "$ADAPTER_CA" -o "$CMA_TMP/clamp.body" -w '%{http_code}' \
+  "$ADAPTER_URL$G/namespaces/shop/pods/orders-0/slow_queue")
+t_eq "shop's query held 6 s by the backend, with a 2 s limit: 504" "504" "$code"
+t_json "... a Status naming the timeout" "$(cat "$CMA_TMP/clamp.body")" '"\(.kind) \(.code)"' "Status 504"
 
 # the status thread stops with the adapter (under ASan: no leak, no error at exit)
 stop_adapter
