@@ -86,7 +86,6 @@ if ! start_prometheus "$OM" || ! start_fake_kube "$PODS" --metric-rules deploy/c
   t_summary
   exit 1
 fi
-kube_control() { curl -s --max-time 10 --cacert "$KUBE_CA" -H "Authorization: Bearer fake-admin" "$@"; }
 jq -n --rawfile ca "$PKI/client-ca.crt" '{"client-ca-file": $ca}' |
   kube_control -X POST --data-binary @- "$KUBE_URL/__fake/auth-configmap" >/dev/null
 # sar_allow USERS: the fake's SubjectAccessReview allow list.

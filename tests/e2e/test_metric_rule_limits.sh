@@ -79,17 +79,7 @@ if ! start_query_log_proxy "$PROM_URL" "$QLOG" --hold slowpoke 6; then
 fi
 PROM_URL=$QUERY_PROXY_URL
 
-kube_control() { curl -s --max-time 10 --cacert "$KUBE_CA" -H "Authorization: Bearer fake-admin" "$@"; }
 BASE="$KUBE_URL/apis/metrics.custom-metrics-adapter.dev/v1alpha1"
-# apply NS NAME SPEC_JSON: create or update a MetricRule through the fake's control endpoint.
-apply() {
-  jq -n --arg ns "$1" --arg name "$2" --argjson spec "$3" \
-    '{apiVersion: "metrics.custom-metrics-adapter.dev/v1alpha1", kind: "MetricRule",
-      metadata: {namespace: $ns, name: $name}, spec: $spec}' |
-    kube_control -X POST -H "Content-Type: application/json" --data-binary @- \
-      "$KUBE_URL/__fake/metricrules/apply" >"$CMA_TMP/apply.out"
-  jq -e '.resourceVersion' "$CMA_TMP/apply.out" >/dev/null || cat "$CMA_TMP/apply.out" >&2
-}
 object() { kube_control "$BASE/namespaces/$1/metricrules/$2"; }
 status_log() { kube_control "$KUBE_URL/__fake/metricrules/status-log"; }
 writes() { status_log | jq length; }
@@ -118,18 +108,6 @@ spec_queue() {
     metricsQuery: ("sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)" + $tail)}]}'
 }
 G=/apis/custom.metrics.k8s.io/v1beta2
-values() {
-  local body
-  body=$(adapter_curl "$1")
-  if [ "$(last_status)" = 200 ]; then item_values "$body"; else echo "HTTP $(last_status)"; fi
-}
-wait_values() {
-  local deadline=$((SECONDS + 60))
-  while [ "$(values "$1")" != "$2" ]; do
-    [ "$SECONDS" -ge "$deadline" ] && return 1
-    sleep 0.3
-  done
-}
 
 start_adapter "$CONFIG" --enable-metric-rules \
   '--metric-rules-namespace-selector=kubernetes.io/metadata.name in (shop,web)' \
@@ -141,7 +119,7 @@ start_adapter "$CONFIG" --enable-metric-rules \
 wait_discovery jobs_waiting custom.metrics.k8s.io/v1beta2 || t_fail "the config's metric is listed"
 
 # ---- accepted: the status written by the adapter ----------------------------------------------
-apply shop queue "$(spec_queue team_queue "")"
+mr_apply shop queue "$(spec_queue team_queue "")"
 t_ok "shop/queue: Accepted written" wait_reason shop queue Accepted
 t_json "shop/queue: observedGeneration, condition, metrics" "$(object shop queue)" \
   '.status | "\(.observedGeneration) \(.conditions[0].type)=\(.conditions[0].status) \(.conditions[0].observedGeneration) \(.metrics | join(","))"' \
@@ -149,17 +127,17 @@ t_json "shop/queue: observedGeneration, condition, metrics" "$(object shop queue
 t_json "the write was a merge patch of the status subresource, accepted" "$(status_log)" \
   '[.[] | select(.path | endswith("/shop/metricrules/queue/status"))][0] | "\(.method) \(.contentType) \(.code)"' \
   "PATCH application/merge-patch+json 200"
-t_ok "shop's team_queue served" wait_values "$G/namespaces/shop/pods/orders-0/team_queue" "orders-0 3"
+t_ok "shop's team_queue served" wait_metric_values "$G/namespaces/shop/pods/orders-0/team_queue" "orders-0 3"
 
 # ---- a new generation ------------------------------------------------------------------------
-apply shop queue "$(spec_queue team_queue " * 2")"
+mr_apply shop queue "$(spec_queue team_queue " * 2")"
 t_ok "shop/queue generation 2: observedGeneration follows" wait_gen shop queue 2
 t_json "shop/queue generation 2: still Accepted, condition of generation 2" "$(object shop queue)" \
   '.status | "\(.conditions[0].reason) \(.conditions[0].observedGeneration) \(.metrics | join(","))"' \
   "Accepted 2 team_queue"
 
 # ---- broken: the field and line:column --------------------------------------------------------
-apply shop broken "$(jq -n --argjson res "$POD_RES" '{rules: [{seriesQuery: "queue_depth{pod!=\"\"}",
+mr_apply shop broken "$(jq -n --argjson res "$POD_RES" '{rules: [{seriesQuery: "queue_depth{pod!=\"\"}",
   resources: $res, name: {matches: "^queue_depth$", as: "broken_queue"},
   metricsQuery: "sum(rate(<<.Series>>{<<.LabelMatchers>>})) by (<<.GroupBy>>)"}]}')"
 t_ok "shop/broken: InvalidSpec written" wait_reason shop broken InvalidSpec
@@ -168,36 +146,36 @@ t_json "shop/broken: False, the field and line:column, no metrics" "$(object sho
   "False 0 true"
 
 # ---- a conflict with the config file's rule ---------------------------------------------------
-apply shop jobs "$(jq -n --argjson res "$POD_RES" '{rules: [{seriesQuery: "jobs_waiting{pod!=\"\"}",
+mr_apply shop jobs "$(jq -n --argjson res "$POD_RES" '{rules: [{seriesQuery: "jobs_waiting{pod!=\"\"}",
   resources: $res, metricsQuery: "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>) * 1000"}]}')"
 t_ok "shop/jobs: Conflict written" wait_reason shop jobs Conflict
 # (the config's rule serves jobs_waiting for namespaces and pods; the first lost is named)
 t_json "shop/jobs: the winner is the config file's rule, file:line:column" "$(object shop jobs)" \
   '.status.conditions[0].message' "namespaces/jobs_waiting is served by the config file's rule $CONFIG:2:3"
 t_eq "the config's jobs_waiting is still served" "orders-0 2" \
-  "$(values "$G/namespaces/shop/pods/orders-0/jobs_waiting")"
+  "$(metric_values "$G/namespaces/shop/pods/orders-0/jobs_waiting")"
 
 # ---- the namespace selector -------------------------------------------------------------------
-apply billing queue "$(spec_queue team_queue "")"
+mr_apply billing queue "$(spec_queue team_queue "")"
 t_ok "billing/queue: NamespaceNotAllowed written" wait_reason billing queue NamespaceNotAllowed
-t_eq "billing's team_queue not served" "HTTP 404" "$(values "$G/namespaces/billing/pods/*/team_queue")"
+t_eq "billing's team_queue not served" "HTTP 404" "$(metric_values "$G/namespaces/billing/pods/*/team_queue")"
 
 # ---- the number of MetricRules per namespace: web holds 2 ------------------------------------
-apply web a "$(spec_queue web_a "")"
-apply web b "$(spec_queue web_b "")"
-apply web c "$(spec_queue web_c "")"
+mr_apply web a "$(spec_queue web_a "")"
+mr_apply web b "$(spec_queue web_b "")"
+mr_apply web c "$(spec_queue web_c "")"
 t_ok "web/a: Accepted" wait_reason web a Accepted
 t_ok "web/b: Accepted" wait_reason web b Accepted
 t_ok "web/c (the newest of three): TooManyRules" wait_reason web c TooManyRules
-t_ok "web's web_a served" wait_values "$G/namespaces/web/pods/front-0/web_a" "front-0 7"
-t_eq "web's web_c not served" "HTTP 404" "$(values "$G/namespaces/web/pods/front-0/web_c")"
+t_ok "web's web_a served" wait_metric_values "$G/namespaces/web/pods/front-0/web_a" "front-0 7"
+t_eq "web's web_c not served" "HTTP 404" "$(metric_values "$G/namespaces/web/pods/front-0/web_c")"
 
 # ---- a conflict between two MetricRules: the older (a; same second: by name) wins -------------
-apply web b "$(spec_queue web_a " * 100")"
+mr_apply web b "$(spec_queue web_a " * 100")"
 t_ok "web/b now also defines web_a: Conflict written" wait_reason web b Conflict
 t_json "web/b: the winner is MetricRule web/a" "$(object web b)" \
   '.status | "\(.conditions[0].message)|\(.metrics | length)"' "namespaces/web_a is served by MetricRule web/a|0"
-t_eq "web_a keeps web/a's values" "front-0 7" "$(values "$G/namespaces/web/pods/front-0/web_a")"
+t_eq "web_a keeps web/a's values" "front-0 7" "$(metric_values "$G/namespaces/web/pods/front-0/web_a")"
 
 # ---- no write when nothing changed, across a relist -------------------------------------------
 wait_reason shop queue Accepted
@@ -216,7 +194,7 @@ t_eq "no status written across the relist (nothing changed)" "$before" "$(writes
 # ---- concurrency: one slot per namespace and backend ------------------------------------------
 # shop/jobs (Conflict) takes one of shop's two MetricRule places: delete it for shop/slow
 kube_control "$KUBE_URL/__fake/metricrules/delete?namespace=shop&name=jobs" >/dev/null
-apply shop slow "$(jq -n --argjson res "$POD_RES" '{rules: [{seriesQuery: "queue_depth{pod!=\"\"}",
+mr_apply shop slow "$(jq -n --argjson res "$POD_RES" '{rules: [{seriesQuery: "queue_depth{pod!=\"\"}",
   resources: $res, name: {matches: "^queue_depth$", as: "slow_queue"},
   metricsQuery: "sum(<<.Series>>{<<.LabelMatchers>>,pod!=\"slowpoke\"}) by (<<.GroupBy>>)"}]}')"
 t_ok "shop/slow: Accepted" wait_reason shop slow Accepted
@@ -232,10 +210,10 @@ t_json "shop's second query while its slot is held: a 429 Status" "$(cat "$CMA_T
   '"\(.kind) \(.code) \(.reason)"' "Status 429 TooManyRequests"
 t_eq "the 429 carries Retry-After" "1" \
   "$(tr -d '\r' <"$CMA_TMP/429.headers" | awk -F': ' 'tolower($1)=="retry-after" {print $2}')"
-t_eq "web's query meanwhile: answered" "front-0 7" "$(values "$G/namespaces/web/pods/front-0/web_a")"
+t_eq "web's query meanwhile: answered" "front-0 7" "$(metric_values "$G/namespaces/web/pods/front-0/web_a")"
 wait "$held_pid"
 t_eq "the held query was answered" "200" "$(cat "$CMA_TMP/held.status")"
-t_ok "shop's slot is free again" wait_values "$G/namespaces/shop/pods/orders-0/team_queue" "orders-0 6"
+t_ok "shop's slot is free again" wait_metric_values "$G/namespaces/shop/pods/orders-0/team_queue" "orders-0 6"
 
 # ---- the query time a MetricRule may use: --metric-rules-max-query-timeout ------------------------
 # Above, the held query (6 s at the backend) was answered 200 within the default 30 s. The same
@@ -249,7 +227,7 @@ start_adapter "$CONFIG" --enable-metric-rules \
   t_summary
   exit 1
 }
-t_ok "web's MetricRule is served again after the restart" wait_values "$G/namespaces/web/pods/front-0/web_a" "front-0 7"
+t_ok "web's MetricRule is served again after the restart" wait_metric_values "$G/namespaces/web/pods/front-0/web_a" "front-0 7"
 code=$(curl -s --max-time 30 --cacert "$ADAPTER_CA" -o "$CMA_TMP/clamp.body" -w '%{http_code}' \
   "$ADAPTER_URL$G/namespaces/shop/pods/orders-0/slow_queue")
 t_eq "shop's query held 6 s by the backend, with a 2 s limit: 504" "504" "$code"

@@ -132,16 +132,6 @@ backends:
   headers: {X-Scope-OrgID: platform}
   metricRules: {allowed: true, tenantFromNamespace: true}
 EOF
-kube_control() { curl -s --max-time 10 --cacert "$KUBE_CA" -H "Authorization: Bearer fake-admin" "$@"; }
-# apply NS NAME SPEC_JSON: create or update a MetricRule through the fake's control endpoint.
-apply() {
-  jq -n --arg ns "$1" --arg name "$2" --argjson spec "$3" \
-    '{apiVersion: "metrics.custom-metrics-adapter.dev/v1alpha1", kind: "MetricRule",
-      metadata: {namespace: $ns, name: $name}, spec: $spec}' |
-    kube_control -X POST -H "Content-Type: application/json" --data-binary @- \
-      "$KUBE_URL/__fake/metricrules/apply" >"$CMA_TMP/apply.out"
-  jq -e '.resourceVersion' "$CMA_TMP/apply.out" >/dev/null || cat "$CMA_TMP/apply.out" >&2
-}
 SPEC_QUEUE=$(jq -n '{rules: [{seriesQuery: "queue_depth{pod!=\"\"}", backend: "mimir",
   resources: {overrides: {namespace: {resource: "namespace"}, pod: {resource: "pod"}}},
   name: {matches: "^queue_depth$", as: "team_queue"},
@@ -153,18 +143,6 @@ SPEC_EXT=$(jq -n '{externalRules: [{seriesQuery: "queue_depth", backend: "mimir"
 
 G=/apis/custom.metrics.k8s.io/v1beta2
 E=/apis/external.metrics.k8s.io/v1beta1
-values() {
-  local body
-  body=$(adapter_curl "$1")
-  if [ "$(last_status)" = 200 ]; then item_values "$body"; else echo "HTTP $(last_status)"; fi
-}
-wait_values() {
-  local deadline=$((SECONDS + ${3:-60}))
-  while [ "$(values "$1")" != "$2" ]; do
-    [ "$SECONDS" -ge "$deadline" ] && return 1
-    sleep 0.3
-  done
-}
 
 unset PROM_URL # the flags' backend: tenant shop's Prometheus directly (no rule uses it)
 if ! start_adapter "$CONFIG" --prometheus-url="$PROM_SHOP" --enable-metric-rules --enable-explain \
@@ -173,9 +151,9 @@ if ! start_adapter "$CONFIG" --prometheus-url="$PROM_SHOP" --enable-metric-rules
   t_summary
   exit 1
 fi
-apply shop queue "$SPEC_QUEUE"
-apply web queue "$SPEC_QUEUE"
-apply shop total "$SPEC_EXT"
+mr_apply shop queue "$SPEC_QUEUE"
+mr_apply web queue "$SPEC_QUEUE"
+mr_apply shop total "$SPEC_EXT"
 t_ok "team_queue listed" wait_discovery team_queue custom.metrics.k8s.io/v1beta2
 t_ok "team_queue_total listed" wait_discovery team_queue_total external.metrics.k8s.io/v1beta1
 t_ok "the config's jobs_waiting listed" wait_discovery jobs_waiting custom.metrics.k8s.io/v1beta2
@@ -183,21 +161,21 @@ t_ok "the config's jobs_waiting listed" wait_discovery jobs_waiting custom.metri
 SHOP=$'orders-0 3\norders-1 5'
 WEB=$'front-0 7\nfront-1 11'
 t_ok "shop's MetricRule: tenant shop's values (not 1003, 1005)" \
-  wait_values "$G/namespaces/shop/pods/*/team_queue" "$SHOP"
+  wait_metric_values "$G/namespaces/shop/pods/*/team_queue" "$SHOP"
 t_ok "web's MetricRule: tenant web's values (not 1007, 1011)" \
-  wait_values "$G/namespaces/web/pods/*/team_queue" "$WEB"
+  wait_metric_values "$G/namespaces/web/pods/*/team_queue" "$WEB"
 body=$(adapter_curl "$E/namespaces/shop/team_queue_total")
 t_eq "shop's external metric: tenant shop's sum (not 2008)" "200 8" \
   "$(last_status) $(jq -r '.items[0].value' <<<"$body")"
 t_eq "the config's rule: the configured tenant platform's values (not 2002)" "orders-0 2" \
-  "$(values "$G/namespaces/shop/pods/*/jobs_waiting")"
+  "$(metric_values "$G/namespaces/shop/pods/*/jobs_waiting")"
 t_eq "the config's rule in web: platform's values (not 2004)" "front-0 4" \
-  "$(values "$G/namespaces/web/pods/*/jobs_waiting")"
+  "$(metric_values "$G/namespaces/web/pods/*/jobs_waiting")"
 # within the cache's TTL (30 s): each namespace still gets its own tenant's answer
 mixed=""
 for _ in 1 2 3; do
-  mixed+="$(values "$G/namespaces/shop/pods/*/team_queue" | tr '\n' ' ')|"
-  mixed+="$(values "$G/namespaces/web/pods/*/team_queue" | tr '\n' ' ')|"
+  mixed+="$(metric_values "$G/namespaces/shop/pods/*/team_queue" | tr '\n' ' ')|"
+  mixed+="$(metric_values "$G/namespaces/web/pods/*/team_queue" | tr '\n' ' ')|"
 done
 t_eq "repeated requests: each tenant's own answer every time" \
   "$(printf 'orders-0 3 orders-1 5 |front-0 7 front-1 11 |%.0s' 1 2 3)" "$mixed"

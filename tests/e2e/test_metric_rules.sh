@@ -86,16 +86,6 @@ backends:
   metricRules: {allowed: true, namespaces: [web]}
 EOF
 
-kube_control() { curl -s --max-time 10 --cacert "$KUBE_CA" -H "Authorization: Bearer fake-admin" "$@"; }
-# apply NS NAME SPEC_JSON: create or update a MetricRule through the fake's control endpoint.
-apply() {
-  jq -n --arg ns "$1" --arg name "$2" --argjson spec "$3" \
-    '{apiVersion: "metrics.custom-metrics-adapter.dev/v1alpha1", kind: "MetricRule",
-      metadata: {namespace: $ns, name: $name}, spec: $spec}' |
-    kube_control -X POST -H "Content-Type: application/json" --data-binary @- \
-      "$KUBE_URL/__fake/metricrules/apply" >"$CMA_TMP/apply.out"
-  jq -e '.resourceVersion' "$CMA_TMP/apply.out" >/dev/null || cat "$CMA_TMP/apply.out" >&2
-}
 delete() { kube_control "$KUBE_URL/__fake/metricrules/delete?namespace=$1&name=$2" >/dev/null; }
 
 POD_RES='{"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}}'
@@ -108,20 +98,6 @@ spec_queue() {
 
 G=/apis/custom.metrics.k8s.io/v1beta2
 E=/apis/external.metrics.k8s.io/v1beta1
-# values PATH: "NAME VALUE" lines of a custom metrics answer, or "HTTP <status>".
-values() {
-  local body
-  body=$(adapter_curl "$1")
-  if [ "$(last_status)" = 200 ]; then item_values "$body"; else echo "HTTP $(last_status)"; fi
-}
-# wait_values PATH EXPECTED [TIMEOUT]: until values PATH prints EXPECTED.
-wait_values() {
-  local deadline=$((SECONDS + ${3:-60}))
-  while [ "$(values "$1")" != "$2" ]; do
-    [ "$SECONDS" -ge "$deadline" ] && return 1
-    sleep 0.3
-  done
-}
 
 start_adapter "$CONFIG" --enable-metric-rules || {
   t_fail "start the adapter"
@@ -131,36 +107,36 @@ start_adapter "$CONFIG" --enable-metric-rules || {
 wait_discovery jobs_waiting custom.metrics.k8s.io/v1beta2 || t_fail "the config's metric is listed"
 
 # ---- created: served within seconds, each namespace its own values ----------------------------
-apply shop queue "$(spec_queue 1)"
-apply web queue "$(spec_queue 1)"
+mr_apply shop queue "$(spec_queue 1)"
+mr_apply web queue "$(spec_queue 1)"
 t_ok "shop's MetricRule: team_queue listed" wait_discovery team_queue custom.metrics.k8s.io/v1beta2
 SHOP1=$'orders-0 3\norders-1 5'
 WEB1=$'front-0 7\nfront-1 11'
-t_ok "shop's team_queue: shop's values" wait_values "$G/namespaces/shop/pods/*/team_queue" "$SHOP1"
-t_ok "web's team_queue: web's values" wait_values "$G/namespaces/web/pods/*/team_queue" "$WEB1"
+t_ok "shop's team_queue: shop's values" wait_metric_values "$G/namespaces/shop/pods/*/team_queue" "$SHOP1"
+t_ok "web's team_queue: web's values" wait_metric_values "$G/namespaces/web/pods/*/team_queue" "$WEB1"
 t_eq "billing (no MetricRule) has no team_queue" "HTTP 404" \
-  "$(values "$G/namespaces/billing/pods/*/team_queue")"
-t_eq "one pod by name in shop" "orders-1 5" "$(values "$G/namespaces/shop/pods/orders-1/team_queue")"
+  "$(metric_values "$G/namespaces/billing/pods/*/team_queue")"
+t_eq "one pod by name in shop" "orders-1 5" "$(metric_values "$G/namespaces/shop/pods/orders-1/team_queue")"
 t_eq "web's pod asked in shop: nothing of web" "HTTP 404" \
-  "$(values "$G/namespaces/shop/pods/front-0/team_queue" | grep -v '^$' || echo "HTTP 404")"
+  "$(metric_values "$G/namespaces/shop/pods/front-0/team_queue" | grep -v '^$' || echo "HTTP 404")"
 t_eq "team_queue listed once in discovery" "1" \
   "$(adapter_curl "$G" | jq '[.resources[] | select(.name == "pods/team_queue")] | length')"
 
 # ---- config wins; nodes and other namespaces never use a MetricRule ---------------------------
-apply shop jobs "$(jq -n --argjson res "$POD_RES" '{rules: [{seriesQuery: "jobs_waiting{pod!=\"\"}",
+mr_apply shop jobs "$(jq -n --argjson res "$POD_RES" '{rules: [{seriesQuery: "jobs_waiting{pod!=\"\"}",
   resources: $res, metricsQuery: "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>) * 1000"}]}')"
-apply shop nodes "$(jq -n '{rules: [{seriesQuery: "node_queue",
+mr_apply shop nodes "$(jq -n '{rules: [{seriesQuery: "node_queue",
   resources: {overrides: {node: {resource: "node"}}}, name: {matches: "^node_queue$", as: "mr_node_queue"},
   metricsQuery: "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"}]}')"
-apply shop ext "$(jq -n '{externalRules: [{seriesQuery: "queue_depth",
+mr_apply shop ext "$(jq -n '{externalRules: [{seriesQuery: "queue_depth",
   resources: {overrides: {namespace: {resource: "namespace"}}}, name: {matches: "^queue_depth$", as: "shop_queue_total"},
   metricsQuery: "sum(<<.Series>>{<<.LabelMatchers>>})"}]}')"
 t_ok "shop's node rule listed (for nodes)" wait_discovery mr_node_queue custom.metrics.k8s.io/v1beta2
 t_ok "shop's external metric listed" wait_discovery shop_queue_total external.metrics.k8s.io/v1beta1
 t_eq "config rule wins over shop's MetricRule (jobs_waiting)" "orders-0 2" \
-  "$(values "$G/namespaces/shop/pods/*/jobs_waiting")"
-t_eq "a MetricRule never answers for nodes" "HTTP 404" "$(values "$G/nodes/*/mr_node_queue")"
-t_eq "nor for one node by name" "HTTP 404" "$(values "$G/nodes/node-0/mr_node_queue")"
+  "$(metric_values "$G/namespaces/shop/pods/*/jobs_waiting")"
+t_eq "a MetricRule never answers for nodes" "HTTP 404" "$(metric_values "$G/nodes/*/mr_node_queue")"
+t_eq "nor for one node by name" "HTTP 404" "$(metric_values "$G/nodes/node-0/mr_node_queue")"
 body=$(adapter_curl "$E/namespaces/shop/shop_queue_total")
 t_eq "shop's external metric under namespaces/shop" "200 8" "$(last_status) $(jq -r '.items[0].value' <<<"$body")"
 adapter_curl "$E/namespaces/web/shop_queue_total" >/dev/null
@@ -173,8 +149,8 @@ named_spec() {
     resources: {overrides: {namespace: {resource: "namespace"}}}, name: {matches: "^queue_depth$", as: $n},
     metricsQuery: "sum(<<.Series>>{<<.LabelMatchers>>})"}]}'
 }
-apply web named "$(named_spec web_named_total)"
-apply shop named "$(named_spec shop_named_total)"
+mr_apply web named "$(named_spec web_named_total)"
+mr_apply shop named "$(named_spec shop_named_total)"
 t_ok "web's MetricRule on the named backend is served" wait_discovery web_named_total external.metrics.k8s.io/v1beta1
 body=$(adapter_curl "$E/namespaces/web/web_named_total")
 t_eq "web's named-backend metric: web's sum" "200 18" "$(last_status) $(jq -r '.items[0].value' <<<"$body")"
@@ -204,27 +180,27 @@ BG="$CMA_TMP/background.log"
 BG_PID=$!
 cma_on_exit "kill $BG_PID 2>/dev/null"
 SHOP10=$'orders-0 30\norders-1 50'
-apply shop queue "$(spec_queue 10)"
-t_ok "changed: shop's values times 10" wait_values "$G/namespaces/shop/pods/*/team_queue" "$SHOP10"
+mr_apply shop queue "$(spec_queue 10)"
+t_ok "changed: shop's values times 10" wait_metric_values "$G/namespaces/shop/pods/*/team_queue" "$SHOP10"
 # broken: a new generation whose metricsQuery does not parse is not accepted (not served)
-apply shop queue "$(jq -n --argjson res "$POD_RES" '{rules: [{seriesQuery: "queue_depth{pod!=\"\"}",
+mr_apply shop queue "$(jq -n --argjson res "$POD_RES" '{rules: [{seriesQuery: "queue_depth{pod!=\"\"}",
   resources: $res, name: {matches: "^queue_depth$", as: "team_queue"},
   metricsQuery: "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>"}]}')"
-t_ok "broken: shop's team_queue no longer served" wait_values "$G/namespaces/shop/pods/*/team_queue" "HTTP 404"
+t_ok "broken: shop's team_queue no longer served" wait_metric_values "$G/namespaces/shop/pods/*/team_queue" "HTTP 404"
 t_ok "the adapter logs why (the field and position)" grep -q "MetricRule shop/queue generation .* not accepted (InvalidSpec): spec.rules\[0\].metricsQuery" "$ADAPTER_LOG"
-apply shop queue "$(spec_queue 1)"
-t_ok "fixed: served again" wait_values "$G/namespaces/shop/pods/*/team_queue" "$SHOP1"
+mr_apply shop queue "$(spec_queue 1)"
+t_ok "fixed: served again" wait_metric_values "$G/namespaces/shop/pods/*/team_queue" "$SHOP1"
 # a dropped watch, then a change
 kube_control "$KUBE_URL/__fake/metricrules/drop-watches?mode=abort" >/dev/null
-apply shop queue "$(spec_queue 10)"
-t_ok "after a dropped watch a change still arrives" wait_values "$G/namespaces/shop/pods/*/team_queue" "$SHOP10"
+mr_apply shop queue "$(spec_queue 10)"
+t_ok "after a dropped watch a change still arrives" wait_metric_values "$G/namespaces/shop/pods/*/team_queue" "$SHOP10"
 # 410 Gone (compaction), then a change
 kube_control "$KUBE_URL/__fake/metricrules/gone" >/dev/null
-apply shop queue "$(spec_queue 1)"
-t_ok "after a 410 a change still arrives" wait_values "$G/namespaces/shop/pods/*/team_queue" "$SHOP1"
+mr_apply shop queue "$(spec_queue 1)"
+t_ok "after a 410 a change still arrives" wait_metric_values "$G/namespaces/shop/pods/*/team_queue" "$SHOP1"
 delete shop queue
-t_ok "deleted: shop's team_queue gone" wait_values "$G/namespaces/shop/pods/*/team_queue" "HTTP 404"
-t_eq "web's team_queue unchanged by shop's delete" "$WEB1" "$(values "$G/namespaces/web/pods/*/team_queue")"
+t_ok "deleted: shop's team_queue gone" wait_metric_values "$G/namespaces/shop/pods/*/team_queue" "HTTP 404"
+t_eq "web's team_queue unchanged by shop's delete" "$WEB1" "$(metric_values "$G/namespaces/web/pods/*/team_queue")"
 touch "$CMA_TMP/stop-bg"
 wait "$BG_PID" 2>/dev/null
 n_bg=$(wc -l <"$BG")
@@ -261,7 +237,7 @@ for line in text.strip().split("\n"):
 print(json.dumps({"externalRules": rules}))
 EOF
 )
-apply shop adversarial "$SPEC"
+mr_apply shop adversarial "$SPEC"
 t_ok "the adversarial MetricRule is served" wait_discovery adv_comment external.metrics.k8s.io/v1beta1
 python3 - "$ADV" <<'EOF' >"$CMA_TMP/adv.lines"
 import sys
@@ -309,10 +285,10 @@ open(path + ".new", "w").write(text.replace("rules:\n", "rules:\n" + rule, 1))
 PYEOF2
 mv "$CONFIG.new" "$CONFIG"
 kill -HUP "$ADAPTER_PID"
-t_ok "reloaded: the new config rule is served (billing too)" wait_values "$G/namespaces/billing/pods/*/cfg_queue" "invoices-0 977"
-t_eq "reloaded: web's MetricRule still served" "$WEB1" "$(values "$G/namespaces/web/pods/*/team_queue")"
+t_ok "reloaded: the new config rule is served (billing too)" wait_metric_values "$G/namespaces/billing/pods/*/cfg_queue" "invoices-0 977"
+t_eq "reloaded: web's MetricRule still served" "$WEB1" "$(metric_values "$G/namespaces/web/pods/*/team_queue")"
 t_eq "reloaded: the config rule still wins over shop's MetricRule" "orders-0 2" \
-  "$(values "$G/namespaces/shop/pods/*/jobs_waiting")"
+  "$(metric_values "$G/namespaces/shop/pods/*/jobs_waiting")"
 
 stop_adapter
 t_eq "the adapter stops cleanly" 0 "$?"

@@ -611,6 +611,38 @@ _cma_start_with_port_file() {
   _cma_wait_ready "$name" "$_CMA_SPAWNED" "$log" "http://127.0.0.1:$_CMA_PORT$ready"
 }
 
+# --- MetricRules through the fake kube-apiserver (tests/lib/fake_metric_rules.py) ---------------
+
+# kube_control CURL_ARGS...: curl to the fake kube-apiserver ($KUBE_URL) as its admin: its test
+# controls (/__fake/...) and reads.
+kube_control() { curl -s --max-time 10 --cacert "$KUBE_CA" -H "Authorization: Bearer fake-admin" "$@"; }
+# mr_apply NS NAME SPEC_JSON: creates or updates the MetricRule NS/NAME through the fake's
+# /__fake/metricrules/apply (what `kubectl apply` does); prints the fake's answer to stderr when it
+# did not take it.
+mr_apply() {
+  jq -n --arg ns "$1" --arg name "$2" --argjson spec "$3" \
+    '{apiVersion: "metrics.custom-metrics-adapter.dev/v1alpha1", kind: "MetricRule",
+      metadata: {namespace: $ns, name: $name}, spec: $spec}' |
+    kube_control -X POST -H "Content-Type: application/json" --data-binary @- \
+      "$KUBE_URL/__fake/metricrules/apply" >"$CMA_TMP/apply.out"
+  jq -e '.resourceVersion' "$CMA_TMP/apply.out" >/dev/null || cat "$CMA_TMP/apply.out" >&2
+}
+# metric_values PATH: "NAME VALUE" lines of the adapter's custom metrics answer for PATH, or
+# "HTTP <status>".
+metric_values() {
+  local body
+  body=$(adapter_curl "$1")
+  if [ "$(last_status)" = 200 ]; then item_values "$body"; else echo "HTTP $(last_status)"; fi
+}
+# wait_metric_values PATH EXPECTED [TIMEOUT_S]: until metric_values PATH prints EXPECTED (60 s).
+wait_metric_values() {
+  local deadline=$((SECONDS + ${3:-60}))
+  while [ "$(metric_values "$1")" != "$2" ]; do
+    [ "$SECONDS" -ge "$deadline" ] && return 1
+    sleep 0.3
+  done
+}
+
 # start_query_log_proxy UPSTREAM_URL LOG [--hold SUBSTRING SECONDS]: starts tests/lib/
 # query_log_proxy.py in front of UPSTREAM_URL (a Prometheus): it forwards every request and appends
 # its PromQL to LOG ({"path", "query": [...], "match": [...]} a line); --hold delays the queries
