@@ -5,9 +5,11 @@
 #   2. the build matrix: Release, RelWithDebInfo and Debug with gcc and clang, warning-free, and an
 #      arm64 cross build (cmake/aarch64-linux-gnu.cmake) whose unit tests run under qemu. The unit
 #      tests and fuzz replays are built (-Werror) where they run: build/ (gcc, RelWithDebInfo),
-#      build-asan/ (clang, Debug), Release (gcc) and arm64 (cross gcc); the other four matrix
-#      builds (Debug gcc, RelWithDebInfo, Release and Debug clang) build the adapter and its
-#      libraries only (CMA_BUILD_TESTS=OFF), which is two thirds less work each
+#      build-asan/ (clang, Debug), Release (gcc) and arm64 (cross gcc); Debug gcc builds the
+#      adapter and its libraries only (CMA_BUILD_TESTS=OFF); clang Release and RelWithDebInfo are
+#      checked by clang's front end on every file, tests included (scripts/frontend-check.py: all
+#      of clang's warnings, no code generated). The run is CPU-bound on 2 cores: "cpu" after each
+#      step's time is what its processes used
 #   3. style gates; unit tests (cmocka, via ctest) in three builds, fuzz-corpus replays included
 #   4. config-error cases (exact "file:line:column: message")
 #   5. end-to-end tests against a real Prometheus, VictoriaMetrics, nginx, kubectl, helm, buildah
@@ -35,6 +37,7 @@ scripts/setup.sh || {
   exit 1
 }
 
+steps_start=$SECONDS
 jobs_max=${CMA_TEST_JOBS:-3}
 case $jobs_max in
   '' | *[!0-9]* | 0)
@@ -77,6 +80,20 @@ matrix() {
     return 0
   fi
   grep -E 'warning|error' "$log" | head -30
+  return 1
+}
+# frontend BUILD_TYPE: clang's diagnostics for BUILD_TYPE on every file the build compiles (the
+# adapter, the unit tests and the fuzz replays), from a configured tree's compile commands run with
+# -fsyntax-only (scripts/frontend-check.py says why that is the whole of clang's warnings).
+frontend() {
+  local dir=build-matrix/$1-clang log
+  log=$(mktemp "$logs/build.XXXXXX")
+  if cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$1" -DCMAKE_C_COMPILER=clang -DCMA_WERROR=ON \
+    -DCMA_BUILD_TESTS=ON >"$log" 2>&1 && python3 scripts/frontend-check.py "$dir" >>"$log" 2>&1; then
+    tail -n 1 "$log"
+    return 0
+  fi
+  grep -E 'warning|error|exit|frontend-check' "$log" | head -30
   return 1
 }
 # asan: build-asan/ (Debug, clang, ASan+UBSan, -Werror), as `scripts/setup.sh --asan` makes it.
@@ -140,14 +157,15 @@ add "config errors" light - tests/config-errors/run.sh build/custom-metrics-adap
 add "unit tests (arm64, qemu)" heavy "$arm64_build" unit build-matrix/aarch64-linux-gnu
 for bt in Release RelWithDebInfo Debug; do
   for cc in gcc clang; do
-    # build/ (RelWithDebInfo, gcc) is built by setup.sh
-    [ "$bt-$cc" != RelWithDebInfo-gcc ] || continue
-    if [ "$bt-$cc" = Release-gcc ]; then
-      add "build $bt ($cc)" heavy - matrix "$bt" "$cc" ON
-      add "unit tests (Release, gcc)" heavy "$last" unit build-matrix/Release-gcc
-    else
-      add "build $bt ($cc, adapter only)" heavy - matrix "$bt" "$cc" OFF
-    fi
+    case $bt-$cc in
+      RelWithDebInfo-gcc | Debug-clang) ;; # build/ (setup.sh) and build-asan/: every target
+      Release-gcc)
+        add "build $bt ($cc)" heavy - matrix "$bt" "$cc" ON
+        add "unit tests (Release, gcc)" heavy "$last" unit build-matrix/Release-gcc
+        ;;
+      *-gcc) add "build $bt ($cc, adapter only)" heavy - matrix "$bt" "$cc" OFF ;;
+      *) add "warnings $bt ($cc front end, every target)" heavy - frontend "$bt" ;;
+    esac
   done
 done
 image_share=run$$-$RANDOM # tests/lib/image.sh: the image tests of this run share their builds
@@ -172,32 +190,39 @@ launch() {
     eval "${cmds[$i]}"
     rc=$?
     [ -s "$res" ] || { if [ $rc -eq 0 ]; then echo "1 0"; else echo "0 1"; fi; } >"$res"
-    echo "$rc $((SECONDS - t0))" >"$logs/$i.rc"
+    # CPU seconds (user + system) of the processes the step waited for: the run is CPU-bound on
+    # 2 cores, so these, not the wall times, say where its time goes.
+    cpu=$(times | awk 'NR == 2 { for (f = 1; f <= 2; f++) { split($f, a, /[ms]/); t[f] = a[1] * 60 + a[2] }
+      printf "%d %d", t[1], t[2] }')
+    echo "$rc $((SECONDS - t0)) ${cpu:-0 0} $((t0 - start))" >"$logs/$i.rc"
   ) >"$logs/$i.out" 2>&1 &
   pids[i]=$!
 }
 
 passed=0
 failed=0
+cpu_total=0
 failures=()
 # collect I: prints step I's output and adds its counts.
 collect() {
-  local i=$1 rc secs p f
-  read -r rc secs <"$logs/$i.rc"
+  local i=$1 rc secs user sys at cpu p f
+  read -r rc secs user sys at <"$logs/$i.rc"
+  cpu="$((user + sys)) s (user $user, sys $sys)"
+  cpu_total=$((cpu_total + user + sys))
   read -r p f <"$logs/$i.res"
   passed=$((passed + p))
   failed=$((failed + f))
   echo "=== ${names[$i]}"
   cat "$logs/$i.out"
   if [ "$rc" -eq 0 ] && [ "$f" -eq 0 ]; then
-    echo "--- ok: ${names[$i]} ($secs s)"
+    echo "--- ok: ${names[$i]} ($secs s from +$at s, cpu $cpu)"
   else
     if [ -s "$logs/$i.fail" ]; then
       failures+=("${names[$i]}: $(cat "$logs/$i.fail")")
     else
       failures+=("${names[$i]}")
     fi
-    echo "--- FAILED: ${names[$i]} (exit $rc, $secs s)"
+    echo "--- FAILED: ${names[$i]} (exit $rc, $secs s from +$at s, cpu $cpu)"
   fi
 }
 
@@ -236,6 +261,6 @@ done
 
 echo
 [ ${#failures[@]} -eq 0 ] || printf 'failed: %s\n' "${failures[@]}"
-echo "test.sh: $((SECONDS - start)) s in all ($jobs_max steps at a time)"
+echo "test.sh: $((SECONDS - start)) s in all ($jobs_max steps at a time; steps' cpu: $cpu_total s; setup: $((steps_start - start)) s)"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
