@@ -192,8 +192,10 @@ launch() {
     [ -s "$res" ] || { if [ $rc -eq 0 ]; then echo "1 0"; else echo "0 1"; fi; } >"$res"
     # CPU seconds (user + system) of the processes the step waited for: the run is CPU-bound on
     # 2 cores, so these, not the wall times, say where its time goes.
-    cpu=$(times | awk 'NR == 2 { for (f = 1; f <= 2; f++) { split($f, a, /[ms]/); t[f] = a[1] * 60 + a[2] }
-      printf "%d %d", t[1], t[2] }')
+    # (`times` is redirected, not piped: a pipeline's subshell has no children of its own)
+    times >"$logs/$i.times"
+    cpu=$(awk 'NR == 2 { for (f = 1; f <= 2; f++) { split($f, a, /[ms]/); t[f] = a[1] * 60 + a[2] }
+      printf "%d %d", t[1], t[2] }' "$logs/$i.times")
     echo "$rc $((SECONDS - t0)) ${cpu:-0 0} $((t0 - start))" >"$logs/$i.rc"
   ) >"$logs/$i.out" 2>&1 &
   pids[i]=$!
