@@ -34,6 +34,13 @@ CMA_TMP=$(mktemp -d "${TMPDIR:-/tmp}/cma-e2e.XXXXXX") || {
   exit 1
 }
 export CMA_TMP
+# Debian's python3 first on PATH: scripts/setup.sh installs the tests' Python modules
+# (python3-jsonschema, python3-yaml) for it, and a version manager's shim that may come before it
+# (pyenv's) costs about 0.35 s of CPU per start against 0.05 s, where the tests start Python
+# thousands of times (free ports, JSON, the fake servers). Elsewhere PATH is left as it is.
+if [ -x /usr/bin/python3 ] && [ "$(command -v python3)" != /usr/bin/python3 ]; then
+  mkdir -p "$CMA_TMP/bin" && ln -s /usr/bin/python3 "$CMA_TMP/bin/python3" && PATH="$CMA_TMP/bin:$PATH"
+fi
 # cma_tmp: prints this run's temp dir (removed on exit unless CMA_KEEP_TMP=1).
 cma_tmp() { printf '%s\n' "$CMA_TMP"; }
 
