@@ -18,12 +18,10 @@
 # "N passed, M failed" (per-script summaries say "checks: N ok, N not ok"); exits non-zero on any
 # failure.
 #
-# Steps run side by side, CMA_TEST_JOBS at a time (default 4; 1 runs them one after the other).
-# At most one "heavy" step (a build, clang-tidy, a ctest run: each uses every core) runs at once,
-# at nice 10; the other slots take end-to-end scripts, which mostly wait on servers. The end-to-end
-# scripts, not the heavy steps, decide how long a run takes (their times add up to more than twice
-# the heavy steps'), so they get the CPU first and the heavy steps the rest: on 2 cores that took
-# a whole run from 2049 s (3 at a time, no nice) to the time README.md gives. Scripts tagged
+# Steps run side by side, CMA_TEST_JOBS at a time (default 3; 1 runs them one after the other),
+# one more once the heavy steps have all ended. At most one "heavy" step (a build, clang-tidy, a
+# ctest run: each uses every core) runs at once; the other slots take end-to-end scripts, which
+# mostly wait on servers. Scripts tagged
 # "# cost: high" in their header start first, so the longest ones do not end the run alone. Every
 # e2e script uses its own temp dir and free ports (tests/lib/common.sh), so they can share the
 # machine. A step's output is printed whole when it ends, never interleaved with another's.
@@ -41,7 +39,7 @@ scripts/setup.sh || {
 }
 
 steps_start=$SECONDS
-jobs_max=${CMA_TEST_JOBS:-4}
+jobs_max=${CMA_TEST_JOBS:-3}
 case $jobs_max in
   '' | *[!0-9]* | 0)
     echo "test.sh: CMA_TEST_JOBS must be a positive integer, not '$jobs_max'"
@@ -190,7 +188,6 @@ launch() {
   (
     res="$logs/$i.res" fail="$logs/$i.fail"
     t0=$SECONDS
-    [ "${classes[$i]}" != heavy ] || renice -n 10 -p "$BASHPID" >/dev/null
     eval "${cmds[$i]}"
     rc=$?
     [ -s "$res" ] || { if [ $rc -eq 0 ]; then echo "1 0"; else echo "0 1"; fi; } >"$res"
@@ -237,13 +234,21 @@ pids=()
 n=${#names[@]}
 ndone=0
 while [ "$ndone" -lt "$n" ]; do
-  running=0 heavy=0
+  running=0 heavy=0 limit=$jobs_max
   for i in "${!state[@]}"; do
     [ "${state[$i]}" = running ] || continue
     running=$((running + 1))
     [ "${classes[$i]}" = heavy ] && heavy=$((heavy + 1))
   done
-  for ((i = 0; i < n && running < jobs_max; i++)); do
+  # Once every heavy step has ended, one more end-to-end script at a time: they mostly wait on
+  # servers, and a CPU the builds no longer use would otherwise idle through the run's tail.
+  if [ "$jobs_max" -gt 1 ]; then
+    for ((i = 0; i < n; i++)); do
+      [ "${classes[$i]}" = heavy ] && [ "${state[$i]:-}" != finished ] && break
+    done
+    [ "$i" -lt "$n" ] || limit=$((jobs_max + 1))
+  fi
+  for ((i = 0; i < n && running < limit; i++)); do
     [ -z "${state[$i]:-}" ] || continue
     [ "${afters[$i]}" = - ] || [ "${state[${afters[$i]}]:-}" = finished ] || continue
     if [ "${classes[$i]}" = heavy ]; then
