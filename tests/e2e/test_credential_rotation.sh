@@ -206,6 +206,9 @@ LOOP_LOG="$CMA_TMP/loop.log"
       code=$(curl -s -o "$CMA_TMP/loop.body" -w '%{http_code}' --max-time 30 --cacert "$ADAPTER_CA" "${a#* }$BERT")
       values=$(jq -r '.items[] | "\(.describedObject.name) \(.value)"' "$CMA_TMP/loop.body" 2>/dev/null | sort | tr '\n' ';')
       echo "${a%% *} $code $values @$EPOCHREALTIME" >>"$LOOP_LOG"
+      # the first failed answer of each adapter, printed if the verdict fails
+      [ "$code" = 200 ] || [ -e "$CMA_TMP/first-fail-${a%% *}" ] ||
+        cp "$CMA_TMP/loop.body" "$CMA_TMP/first-fail-${a%% *}"
     done
     sleep 0.05
   done
@@ -329,7 +332,14 @@ total=$(grep -c -v '^MARK' "$LOOP_LOG")
 failed=$(grep -v '^MARK' "$LOOP_LOG" | grep -c -v '^[A-E] 200 ')
 t_ok "the loop made requests all along ($total)" test "$total" -ge 60
 t_eq "zero failed requests over the whole loop" 0 "$failed"
-[ "$failed" = 0 ] || grep -v '^MARK' "$LOOP_LOG" | grep -v '^[A-E] 200 ' | cut -d' ' -f1-2 | sort | uniq -c | head -5
+if [ "$failed" != 0 ]; then
+  grep -v '^MARK' "$LOOP_LOG" | grep -v '^[A-E] 200 ' | cut -d' ' -f1-2 | sort | uniq -c | head -5
+  # when the failures happened (between which marks) and what the first ones said
+  grep -n -v '^[A-E] 200 ' "$LOOP_LOG" | head -n 40 | sed 's/^/     loop: /'
+  for f in "$CMA_TMP"/first-fail-*; do
+    [ -e "$f" ] && echo "     first failed answer of ${f##*-}: $(head -c 400 "$f")"
+  done
+fi
 want_line="$(tr '\n' ';' <<<"$want_bert")"
 t_eq "every answer carries the data's values" 0 \
   "$(grep -v '^MARK' "$LOOP_LOG" | grep -c -v -F " 200 $want_line")"
