@@ -227,12 +227,17 @@ static const struct cma_rule *flat_rule(const struct cma_ruleset *rules, size_t 
     return i < rules->n_rules ? &rules->rules[i] : &rules->external_rules[i - rules->n_rules];
 }
 
+/* Two optional strings (NULL: none) are equal. */
+static bool same_opt(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
 /* Are two rules' calls sent as the same tenant (a MetricRule's namespace on a
  * tenantFromNamespace backend; NULL: the backend's own)? Two tenants may see different series. */
 static bool same_tenant(const struct cma_rule *r, const struct cma_rule *like)
 {
-    const char *a = r->backend.tenant, *t = like->backend.tenant;
-    return a == t || (a && t && strcmp(a, t) == 0);
+    return same_opt(r->backend.tenant, like->backend.tenant);
 }
 
 /* Do two rules list the same series: the same seriesQuery, sent as the same tenant? */
@@ -400,7 +405,7 @@ static bool lists_alike(const struct cma_rule *a, const struct cma_rule *b)
     const struct cma_config_rule *x = a->cfg, *y = b->cfg;
     const char *oa = a->owner ? a->owner->namespace_ : NULL,
                *ob = b->owner ? b->owner->namespace_ : NULL;
-    if (oa != ob && (!oa || !ob || strcmp(oa, ob) != 0))
+    if (!same_opt(oa, ob))
         return false;
     return a->kind == b->kind && a->backend.index == b->backend.index && same_listing(a, b) &&
            same_filters(x, y) && same_str(&x->name_matches, &y->name_matches) &&
